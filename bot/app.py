@@ -1,0 +1,155 @@
+"""Wire the bot together: services, handlers in their order, and the polling lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+from telegram import BotCommand, Update
+from telegram.error import InvalidToken, NetworkError, TelegramError
+from telegram.ext import Application, ApplicationBuilder, ContextTypes
+
+from bot import render
+from bot.config import Config
+from bot.context import BotData, CourseContext, Services
+from bot.course import Content
+from bot.errors import ConfigError
+from bot.handlers import course, fallback, lessons, progress, quiz, settings
+from bot.i18n import DEFAULT_LANGUAGE, I18n, _
+from bot.lint import load_valid
+from bot.ratelimit import CourseRateLimiter
+from bot.storage.db import Database
+from bot.updates import PerLearnerOrder, deduplication
+
+log = logging.getLogger(__name__)
+
+ALLOWED_UPDATES = [Update.MESSAGE, Update.EDITED_MESSAGE, Update.CALLBACK_QUERY, Update.POLL_ANSWER]
+LONG_POLL_SECONDS = 10
+
+
+def build_application(config: Config, services: Services) -> Application:
+    """Return the PTB application with every handler registered."""
+    app = (
+        ApplicationBuilder()
+        .token(config.token)
+        .base_url(config.bot_base_url)
+        .base_file_url(config.api_base_url.rstrip("/") + "/file/bot")
+        .rate_limiter(CourseRateLimiter(overall_max_rate=config.messages_per_second, max_retries=config.max_retries))
+        .concurrent_updates(PerLearnerOrder(config.concurrent_updates))
+        .context_types(ContextTypes(context=CourseContext, bot_data=BotData))
+        # Long polling holds one connection open; the others serve replies.
+        .connection_pool_size(64)
+        .get_updates_read_timeout(LONG_POLL_SECONDS + 5)
+        .build()
+    )
+    app.bot_data.services = services
+    # Order matters: redeliveries stop first, groups get their pointer before any course handler,
+    # and the catch-alls in fallback come last.
+    app.add_handler(deduplication(), group=-1)
+    for handler in [*fallback.group_handlers(), *course.handlers(), *lessons.handlers(), *quiz.handlers(),
+                    *progress.handlers(), *settings.handlers(), *fallback.handlers()]:
+        app.add_handler(handler)
+    app.add_error_handler(_on_error)
+    return app
+
+
+async def _on_error(update: object, context: CourseContext) -> None:
+    # Logged once with enough context to find the learner's update, then the learner hears of it.
+    user = getattr(update, "effective_user", None)
+    log.error("update %s from user %s failed", getattr(update, "update_id", "?"),
+              getattr(user, "id", "?"), exc_info=context.error)
+    chat = getattr(update, "effective_chat", None)
+    chat_id = chat.id if chat else getattr(user, "id", None)
+    if chat_id is None or not isinstance(update, Update):
+        return
+    services = context.services
+    with services.i18n.use(services.i18n.negotiate(getattr(user, "language_code", None))):
+        text = _("Sorry, something went wrong on my side. Your progress is saved; please try again.")
+    try:
+        if update.callback_query:
+            await update.callback_query.answer(text, show_alert=False)
+        else:
+            await context.bot.send_message(chat_id, text)
+    except TelegramError:
+        log.warning("could not tell user %s about the failure", getattr(user, "id", "?"))
+
+
+async def register_commands(app: Application, i18n: I18n) -> None:
+    """Publish the command menu in every shipped language (English is the default)."""
+    for language in i18n.languages:
+        with i18n.use(language):
+            commands = [BotCommand(name, description) for name, description in render.commands()]
+        await app.bot.set_my_commands(commands, language_code=None if language == DEFAULT_LANGUAGE else language)
+
+
+class CourseBot:
+    """The running bot: ``async with CourseBot(config) as bot:`` polls until the block ends."""
+
+    def __init__(self, config: Config, content: Content | None = None):
+        self.config = config
+        self.i18n = I18n(config.locales_dir)
+        self.content = content or load_valid(config.lessons_dir, config.locales_dir)
+        self.db: Database | None = None
+        self.app: Application | None = None
+
+    async def __aenter__(self) -> CourseBot:
+        self.db = await Database.open(self.config.db_path)
+        try:
+            services = Services(self.config, self.content, self.i18n, self.db)
+            self.app = build_application(self.config, services)
+            await self.app.initialize()
+            try:
+                await register_commands(self.app, self.i18n)
+                await self.app.start()
+                await self.app.updater.start_polling(
+                    timeout=LONG_POLL_SECONDS, allowed_updates=ALLOWED_UPDATES, drop_pending_updates=False,
+                    error_callback=_polling_error,
+                )
+            except BaseException:
+                await self.app.shutdown()
+                raise
+        except BaseException:
+            await self.db.close()
+            raise
+        log.info("coursebot is polling as @%s", self.app.bot.username)
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        app, db = self.app, self.db
+        try:
+            if app.updater.running:
+                await app.updater.stop()
+            if app.running:
+                await app.stop()
+            await app.shutdown()
+        finally:
+            await db.close()
+        log.info("coursebot stopped; the database is closed")
+
+
+def _polling_error(error: TelegramError) -> None:
+    # PTB retries polling by itself; one line per failure, without the traceback noise.
+    log.warning("polling failed, retrying: %s", error)
+
+
+async def serve(config: Config) -> None:
+    """Run the bot until SIGTERM or SIGINT, then close everything cleanly."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with CourseBot(config):
+        await stop.wait()
+
+
+def describe_startup_failure(config: Config, error: Exception) -> str | None:
+    """Return one line explaining a failure to reach or log in to the Bot API, or None."""
+    if isinstance(error, InvalidToken):
+        return (f"The Bot API at {config.api_base_url} refused TELEGRAM_BOT_TOKEN: "
+                "check it with @BotFather (/mybots → API Token).")
+    if isinstance(error, NetworkError):
+        return f"Cannot reach the Bot API at {config.api_base_url}: {error.message}. Check the network or TELEGRAM_API_BASE_URL."
+    if isinstance(error, ConfigError):
+        return str(error)
+    return None

@@ -1,0 +1,126 @@
+"""Typed callback data: a prefix and ids, packed and unpacked in one place, and never trusted."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields
+from typing import ClassVar
+
+MAX_BYTES = 64  # Telegram refuses longer callback_data with BUTTON_DATA_INVALID
+SEPARATOR = ":"
+_FIELD = re.compile(r"^[a-z0-9-]{1,40}$")
+
+
+class CallbackDataError(ValueError):
+    """Callback data that this bot never produced: forged, stale from another version, or garbled."""
+
+
+@dataclass(frozen=True)
+class CallbackData:
+    """Base of every button payload; subclasses set ``prefix`` and declare str or int fields."""
+
+    prefix: ClassVar[str] = ""
+    _by_prefix: ClassVar[dict[str, type[CallbackData]]] = {}
+
+    def __init_subclass__(cls, prefix: str, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if SEPARATOR in prefix or prefix in CallbackData._by_prefix:
+            raise TypeError(f"callback prefix {prefix!r} must be unique and contain no {SEPARATOR!r}")
+        cls.prefix = prefix
+        CallbackData._by_prefix[prefix] = cls
+
+    def pack(self) -> str:
+        """Return the callback_data string, refusing values Telegram or unpack would reject."""
+        parts = [self.prefix]
+        for f in fields(self):
+            value = str(getattr(self, f.name))
+            if not _FIELD.match(value):
+                raise ValueError(
+                    f"{type(self).__name__}.{f.name}={value!r}: use 1-40 of a-z, 0-9 and '-' "
+                    "(shorten the id in the lesson file)"
+                )
+            parts.append(value)
+        packed = SEPARATOR.join(parts)
+        if len(packed.encode()) > MAX_BYTES:
+            raise ValueError(
+                f"{packed!r} is {len(packed.encode())} bytes; Telegram allows {MAX_BYTES}: use shorter ids"
+            )
+        return packed
+
+    @staticmethod
+    def unpack(data: str | None) -> CallbackData:
+        """Parse callback_data from an update; raise CallbackDataError for anything we did not pack."""
+        if not data or len(data.encode()) > MAX_BYTES:
+            raise CallbackDataError(f"unusable callback data {data!r}")
+        prefix, *values = data.split(SEPARATOR)
+        cls = CallbackData._by_prefix.get(prefix)
+        if cls is None:
+            raise CallbackDataError(f"unknown callback prefix in {data!r}")
+        declared = fields(cls)
+        if len(values) != len(declared) or not all(_FIELD.match(v) for v in values):
+            raise CallbackDataError(f"malformed callback data {data!r}")
+        parsed = {}
+        for f, value in zip(declared, values):
+            if f.type in (int, "int"):
+                if not value.isdigit():
+                    raise CallbackDataError(f"{f.name} must be a number in {data!r}")
+                parsed[f.name] = int(value)
+            else:
+                parsed[f.name] = value
+        return cls(**parsed)
+
+
+@dataclass(frozen=True)
+class ShowSlide(CallbackData, prefix="s"):
+    """Show slide ``slide`` (0-based) of a lesson."""
+
+    lesson: str
+    slide: int
+
+
+@dataclass(frozen=True)
+class OpenLesson(CallbackData, prefix="l"):
+    """Open a lesson where the learner left it."""
+
+    lesson: str
+
+
+@dataclass(frozen=True)
+class Continue(CallbackData, prefix="c"):
+    """Continue the course where the learner left off."""
+
+    where: str = "course"
+
+
+@dataclass(frozen=True)
+class ShowMenu(CallbackData, prefix="m"):
+    """Show the course menu in place."""
+
+    where: str = "course"
+
+
+@dataclass(frozen=True)
+class StartQuiz(CallbackData, prefix="q"):
+    """Start a lesson's Quick Check."""
+
+    lesson: str
+
+
+@dataclass(frozen=True)
+class RetakeMissed(CallbackData, prefix="r"):
+    """Ask again only the questions whose latest answer was wrong."""
+
+    lesson: str
+
+
+@dataclass(frozen=True)
+class ConfirmReset(CallbackData, prefix="x"):
+    """Answer the reset confirmation: 'yes' or 'no'."""
+
+    answer: str
+
+
+def matches(kind: type[CallbackData]):
+    """Return a CallbackQueryHandler pattern that selects taps carrying ``kind``'s prefix."""
+    start = kind.prefix + SEPARATOR
+    return lambda data: isinstance(data, str) and data.startswith(start)

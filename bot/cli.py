@@ -1,0 +1,105 @@
+"""The coursebot command line: run, lint, preview, db backup."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from bot.config import Config
+from bot.errors import ConfigError, ContentError, CoursebotError
+
+EXIT_BAD_INPUT = 2
+EXIT_FAILURE = 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    from bot import app, logs
+
+    config = Config.from_env()
+    logs.configure(config.log_level, config.token)
+    try:
+        asyncio.run(app.serve(config))
+    except ContentError as exc:
+        print(f"coursebot: the lessons in {config.lessons_dir} are invalid:", file=sys.stderr)
+        print(exc, file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception as exc:  # noqa: BLE001 - turned into one line below, or re-raised
+        line = app.describe_startup_failure(config, exc)
+        if line is None:
+            if isinstance(exc, CoursebotError):
+                line = str(exc)
+            else:
+                raise
+        print(f"coursebot: {line}", file=sys.stderr)
+        return EXIT_FAILURE
+    return 0
+
+
+def _lint(args: argparse.Namespace) -> int:
+    from bot.lint import lint
+
+    config = Config.from_env(require_token=False)
+    content, problems = lint(Path(args.dir), config.locales_dir)
+    for problem in problems:
+        print(problem)
+    if problems:
+        print(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} found", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    lessons = content.english.lessons
+    slides = sum(len(lesson.slides) for lesson in lessons)
+    questions = sum(len(lesson.quiz) for lesson in lessons)
+    print(f"ok: {len(lessons)} lessons, {slides} slides, {questions} questions")
+    return 0
+
+
+def _preview(args: argparse.Namespace) -> int:
+    from bot.preview import preview
+
+    config = Config.from_env(require_token=False)
+    print(preview(Path(args.dir or config.lessons_dir), config.locales_dir, args.lesson, args.language))
+    return 0
+
+
+def _backup(args: argparse.Namespace) -> int:
+    from bot.storage.db import backup
+
+    config = Config.from_env(require_token=False)
+    backup(config.db_path, Path(args.path))
+    print(f"backed up {config.db_path} to {args.path}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    """Return the argument parser of the coursebot command."""
+    top = argparse.ArgumentParser(prog="coursebot", description="A Telegram bot that teaches short programming courses.")
+    commands = top.add_subparsers(dest="command", required=True)
+    commands.add_parser("run", help="start the bot (long polling); needs TELEGRAM_BOT_TOKEN").set_defaults(func=_run)
+    lint = commands.add_parser("lint", help="check lesson files; prints file:line: message per problem")
+    lint.add_argument("dir", nargs="?", default="lessons", help="the lessons folder (default: lessons)")
+    lint.set_defaults(func=_lint)
+    preview = commands.add_parser("preview", help="print a lesson as the learner reads it, without Telegram")
+    preview.add_argument("lesson", help="lesson id or number, e.g. 1 or requires-grad")
+    preview.add_argument("--language", "-l", default="en", help="language code (default: en)")
+    preview.add_argument("--dir", default=None, help="the lessons folder (default: COURSEBOT_LESSONS or lessons)")
+    preview.set_defaults(func=_preview)
+    db = commands.add_parser("db", help="database maintenance").add_subparsers(dest="db_command", required=True)
+    backup = db.add_parser("backup", help="copy the live database (COURSEBOT_DB) to PATH, safely while the bot runs")
+    backup.add_argument("path")
+    backup.set_defaults(func=_backup)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the coursebot command line."""
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except CoursebotError as exc:
+        print(f"coursebot: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT if isinstance(exc, (ContentError, ConfigError)) else EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""The course model: frozen dataclasses, parsed and validated once at load, trusted everywhere else."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+SOURCE_LANGUAGE = "en"
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a piece of content was written: the file and line an author should open."""
+
+    path: str
+    line: int
+
+
+_NOWHERE = Source("<built-in>", 0)
+
+
+@dataclass(frozen=True)
+class Slide:
+    """One screen of a lesson: a title, a sentence or two, and optional code."""
+
+    id: str
+    title: str
+    text: str
+    code: str | None = None
+    # True when the learner's language lacks this slide and it is shown in English.
+    fallback: bool = False
+    source: Source = field(default=_NOWHERE, compare=False)
+
+
+@dataclass(frozen=True)
+class Question:
+    """One Quick Check question, sent as a native Telegram quiz poll."""
+
+    id: str
+    question: str
+    options: tuple[str, ...]
+    correct: int
+    explanation: str
+    fallback: bool = False
+    source: Source = field(default=_NOWHERE, compare=False)
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """A lesson: slides to read, a Quick Check to answer, a recap to keep."""
+
+    id: str
+    number: int
+    title: str
+    summary: str
+    slides: tuple[Slide, ...]
+    quiz: tuple[Question, ...]
+    recap: str
+    recap_fallback: bool = False
+    source: Source = field(default=_NOWHERE, compare=False)
+
+    def question(self, question_id: str) -> Question | None:
+        """Return the question with this id, or None."""
+        return next((q for q in self.quiz if q.id == question_id), None)
+
+    @property
+    def last_slide(self) -> int:
+        return len(self.slides) - 1
+
+
+@dataclass(frozen=True)
+class Course:
+    """A course in one language: lessons in teaching order."""
+
+    id: str
+    language: str
+    title: str
+    description: str
+    lessons: tuple[Lesson, ...]
+
+    def lesson(self, lesson_id: str) -> Lesson | None:
+        """Return the lesson with this id, or None."""
+        return next((lesson for lesson in self.lessons if lesson.id == lesson_id), None)
+
+    def next_lesson(self, lesson: Lesson) -> Lesson | None:
+        """Return the lesson after ``lesson``, or None after the last one."""
+        return self.lessons[lesson.number] if lesson.number < len(self.lessons) else None
+
+    @property
+    def question_count(self) -> int:
+        return sum(len(lesson.quiz) for lesson in self.lessons)
+
+
+@dataclass(frozen=True)
+class Content:
+    """Every language of the course; English is complete, others fall back to it per item."""
+
+    english: Course
+    translations: dict[str, Course] = field(default_factory=dict)
+
+    def course(self, language: str) -> Course:
+        """Return the course as a learner of ``language`` reads it."""
+        if language == SOURCE_LANGUAGE:
+            return self.english
+        course = self.translations.get(language)
+        if course is None:
+            course = self.translations[language] = fallback_course(self.english, language)
+        return course
+
+
+def untranslated(lesson: Lesson) -> Lesson:
+    """Return ``lesson`` with every slide, question and the recap marked as shown in English."""
+    return replace(
+        lesson,
+        slides=tuple(replace(s, fallback=True) for s in lesson.slides),
+        quiz=tuple(replace(q, fallback=True) for q in lesson.quiz),
+        recap_fallback=True,
+    )
+
+
+def fallback_course(english: Course, language: str) -> Course:
+    """Return the English course marked as untranslated for ``language``."""
+    return replace(english, language=language, lessons=tuple(untranslated(l) for l in english.lessons))

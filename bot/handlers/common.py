@@ -1,0 +1,113 @@
+"""What every handler shares: entering the learner's language, replying, and editing in place."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+
+from telegram import CallbackQuery, LinkPreviewOptions, Message, Update
+from telegram.constants import ParseMode
+from telegram.error import BadRequest
+
+from bot.callbacks import CallbackData, CallbackDataError
+from bot.context import CourseContext
+from bot.i18n import _
+from bot.render import Screen
+
+log = logging.getLogger(__name__)
+
+NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
+
+Handler = Callable[[Update, CourseContext], Awaitable[None]]
+
+
+def for_learner(handler: Handler) -> Handler:
+    """Load (or create) the update's learner and run ``handler`` in their language."""
+
+    @functools.wraps(handler)
+    async def wrapper(update: Update, context: CourseContext) -> None:
+        user = update.effective_user
+        if user is None or user.is_bot:
+            return
+        services = context.services
+        chat = update.effective_chat
+        learner = await services.db.learner(user.id, chat.id if chat else user.id, user.language_code)
+        language = learner.language or services.i18n.negotiate(learner.telegram_language)
+        with services.i18n.use(language):
+            context.learner = learner
+            await handler(update, context)
+
+    return wrapper
+
+
+def button(kind: type[CallbackData]) -> Callable[[Callable], Handler]:
+    """Wrap a button handler: unpack its typed data, run it for the learner, answer the tap once."""
+
+    def decorate(handler: Callable[[Update, CourseContext, CallbackData], Awaitable[str | None]]) -> Handler:
+        @for_learner
+        @functools.wraps(handler)
+        async def wrapper(update: Update, context: CourseContext) -> None:
+            query = update.callback_query
+            try:
+                data = CallbackData.unpack(query.data)
+            except CallbackDataError:
+                data = None
+            if not isinstance(data, kind):
+                await refuse(update)
+                return
+            toast = await handler(update, context, data)
+            await answer(query, toast)
+
+        return wrapper
+
+    return decorate
+
+
+async def refuse(update: Update) -> None:
+    """Answer a tap whose data this bot never made: forged, garbled or from an old version."""
+    query = update.callback_query
+    log.info("refused callback data %r from user %s", query.data, update.effective_user.id)
+    await answer(query, _("This button is not valid any more. Send /lessons to see the course."))
+
+
+async def answer(query: CallbackQuery, text: str | None = None) -> None:
+    """Answer a button tap; a tap too old to answer (e.g. from before a restart) is fine."""
+    try:
+        await query.answer(text)
+    except BadRequest as exc:
+        if "query is too old" not in exc.message and "query id is invalid" not in exc.message.lower():
+            raise
+        log.debug("callback query %s expired before it was answered", query.id)
+
+
+async def send(context: CourseContext, chat_id: int, screen: Screen) -> Message:
+    """Send ``screen`` as a new message."""
+    return await context.bot.send_message(
+        chat_id, screen.text, parse_mode=ParseMode.HTML, reply_markup=screen.buttons,
+        link_preview_options=NO_PREVIEW,
+    )
+
+
+async def show(context: CourseContext, message: Message | None, chat_id: int, screen: Screen) -> int:
+    """Show ``screen`` in ``message``, edited in place; send it anew if that message cannot be edited.
+
+    Returns the id of the message that now shows the screen.
+    """
+    if message is not None:
+        try:
+            await context.bot.edit_message_text(
+                screen.text, chat_id=chat_id, message_id=message.message_id, parse_mode=ParseMode.HTML,
+                reply_markup=screen.buttons, link_preview_options=NO_PREVIEW,
+            )
+            return message.message_id
+        except BadRequest as exc:
+            reason = exc.message.lower()
+            # A double tap edits to what is already shown: the learner sees the right slide.
+            if "message is not modified" in reason:
+                return message.message_id
+            if not any(r in reason for r in ("message to edit not found", "can't be edited", "no text in the message")):
+                raise
+            log.info("message %s in chat %s cannot be edited (%s); sending a new one", message.message_id, chat_id, reason)
+    sent = await send(context, chat_id, screen)
+    return sent.message_id

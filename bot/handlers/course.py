@@ -1,0 +1,80 @@
+"""The course menu: /start, /lessons, Continue, opening a lesson."""
+
+from __future__ import annotations
+
+from telegram import Update
+from telegram.ext import CallbackQueryHandler, CommandHandler, filters
+
+from bot import render
+from bot.callbacks import Continue, OpenLesson, ShowMenu, matches
+from bot.context import CourseContext
+from bot.handlers.common import button, for_learner, send, show
+from bot.handlers.lessons import open_place
+from bot.i18n import _
+from bot.navigation import Place, resume
+
+
+async def _menu_screen(context: CourseContext, *, welcome: bool) -> render.Screen:
+    learner = context.learner
+    progress = await context.services.db.progress(learner.user_id)
+    return render.menu(context.course, progress, resume(context.course, progress, learner.lesson_id), welcome=welcome)
+
+
+@for_learner
+async def start(update: Update, context: CourseContext) -> None:
+    """Welcome the learner and show the course with one button to start or continue."""
+    await send(context, update.effective_chat.id, await _menu_screen(context, welcome=True))
+
+
+@for_learner
+async def lessons(update: Update, context: CourseContext) -> None:
+    """Show the course menu."""
+    await send(context, update.effective_chat.id, await _menu_screen(context, welcome=False))
+
+
+async def _show_menu_here(update: Update, context: CourseContext) -> None:
+    query = update.callback_query
+    message_id = await show(context, query.message, query.message.chat.id, await _menu_screen(context, welcome=False))
+    await context.services.db.set_reader_message(context.learner.user_id, message_id, "menu")
+
+
+@button(ShowMenu)
+async def show_menu(update: Update, context: CourseContext, data: ShowMenu) -> None:
+    """Turn the tapped message into the course menu."""
+    await _show_menu_here(update, context)
+
+
+@button(Continue)
+async def continue_course(update: Update, context: CourseContext, data: Continue) -> str | None:
+    """Go exactly where the learner left off."""
+    learner = context.learner
+    progress = await context.services.db.progress(learner.user_id)
+    place = resume(context.course, progress, learner.lesson_id)
+    if place is None:
+        await _show_menu_here(update, context)
+        return _("You finished the course. Open any lesson to review it.")
+    return await open_place(update, context, place, progress)
+
+
+@button(OpenLesson)
+async def open_lesson(update: Update, context: CourseContext, data: OpenLesson) -> str | None:
+    """Open a lesson at the learner's place in it."""
+    lesson = context.course.lesson(data.lesson)
+    if lesson is None:
+        return _("This lesson is no longer in the course. Send /lessons to see the course.")
+    progress = await context.services.db.progress(context.learner.user_id)
+    saved = progress.get(lesson.id)
+    slide = min(saved.slide, lesson.last_slide) if saved else 0
+    return await open_place(update, context, Place(lesson, slide), progress)
+
+
+def handlers() -> list:
+    """Return this feature's handlers."""
+    private = filters.ChatType.PRIVATE
+    return [
+        CommandHandler("start", start, filters=private),
+        CommandHandler("lessons", lessons, filters=private),
+        CallbackQueryHandler(show_menu, pattern=matches(ShowMenu)),
+        CallbackQueryHandler(continue_course, pattern=matches(Continue)),
+        CallbackQueryHandler(open_lesson, pattern=matches(OpenLesson)),
+    ]

@@ -1,0 +1,59 @@
+"""Reading a lesson: one slide at a time, in one message edited in place."""
+
+from __future__ import annotations
+
+from telegram import Update
+from telegram.ext import CallbackQueryHandler
+
+from bot import render
+from bot.callbacks import ShowSlide, matches
+from bot.context import CourseContext
+from bot.handlers.common import button, show
+from bot.handlers.quiz import resume_quiz
+from bot.i18n import _
+from bot.navigation import Place, Stage, can_show, stage
+from bot.storage.db import NOT_STARTED, LessonProgress
+
+
+async def open_place(
+    update: Update, context: CourseContext, place: Place, progress: dict[str, LessonProgress]
+) -> str | None:
+    """Show ``place`` in the tapped message, or take the learner back into a Quick Check under way."""
+    learner = context.learner
+    saved = progress.get(place.lesson.id, NOT_STARTED)
+    if stage(saved) is Stage.QUIZ and learner.quiz_lesson_id == place.lesson.id and learner.quiz_poll_id:
+        return await resume_quiz(update, context, place.lesson)
+    await _show_slide(update, context, place)
+    return None
+
+
+async def _show_slide(update: Update, context: CourseContext, place: Place) -> None:
+    query = update.callback_query
+    chat_id = query.message.chat.id
+    screen = render.slide(context.course, place.lesson, place.slide)
+    message_id = await show(context, query.message, chat_id, screen)
+    # Recorded after the edit, so a failed edit never moves the learner.
+    await context.services.db.show_slide(
+        context.learner.user_id, place.lesson.id, place.slide,
+        last_slide=place.lesson.last_slide, message_id=message_id,
+    )
+
+
+@button(ShowSlide)
+async def show_slide(update: Update, context: CourseContext, data: ShowSlide) -> str | None:
+    """Turn to the slide a Back or Next button names, unless that would skip an unread slide."""
+    lesson = context.course.lesson(data.lesson)
+    if lesson is None:
+        return _("This lesson is no longer in the course. Send /lessons to see the course.")
+    saved = (await context.services.db.progress(context.learner.user_id)).get(lesson.id, NOT_STARTED)
+    if not can_show(lesson, saved, data.slide):
+        # A forged or out-of-date button: show the learner's real place instead.
+        await _show_slide(update, context, Place(lesson, min(saved.slide, lesson.last_slide)))
+        return _("That button is out of date. Here is where you are.")
+    await _show_slide(update, context, Place(lesson, data.slide))
+    return None
+
+
+def handlers() -> list:
+    """Return this feature's handlers."""
+    return [CallbackQueryHandler(show_slide, pattern=matches(ShowSlide))]

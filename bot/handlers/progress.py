@@ -1,0 +1,27 @@
+"""/progress: lessons done and the Quick Check score."""
+
+from __future__ import annotations
+
+from telegram import Update
+from telegram.ext import CommandHandler, filters
+
+from bot import render
+from bot.context import CourseContext
+from bot.handlers.common import for_learner, send
+from bot.navigation import course_score
+
+
+@for_learner
+async def progress(update: Update, context: CourseContext) -> None:
+    """Show lessons done, the score and each lesson's state."""
+    db = context.services.db
+    user_id = context.learner.user_id
+    answers = await db.latest_answers(user_id)
+    correct, total = course_score(context.course, answers)
+    screen = render.progress_report(context.course, await db.progress(user_id), correct, total, len(answers))
+    await send(context, update.effective_chat.id, screen)
+
+
+def handlers() -> list:
+    """Return this feature's handlers."""
+    return [CommandHandler("progress", progress, filters=filters.ChatType.PRIVATE)]

@@ -1,0 +1,136 @@
+"""The Quick Check: native quiz polls, one per question, answers recorded as poll_answer updates."""
+
+from __future__ import annotations
+
+import logging
+
+from telegram import Update
+from telegram.constants import PollType
+from telegram.ext import CallbackQueryHandler, PollAnswerHandler
+
+from bot import render
+from bot.callbacks import RetakeMissed, StartQuiz, matches
+from bot.context import CourseContext
+from bot.course import Lesson
+from bot.handlers.common import button, for_learner, send, show
+from bot.i18n import _
+from bot.navigation import lesson_score, missed, unanswered
+from bot.storage.db import NOT_STARTED, SentPoll
+
+log = logging.getLogger(__name__)
+
+
+async def _ask(context: CourseContext, lesson: Lesson, question_id: str) -> None:
+    """Send the poll for one question and record it as the one awaited."""
+    learner = context.learner
+    question = lesson.question(question_id)
+    if question.fallback:
+        await send(context, learner.chat_id, render.Screen(render.fallback_notice()))
+    spec = render.poll(question)
+    message = await context.bot.send_poll(
+        learner.chat_id,
+        spec.question,
+        list(spec.options),
+        is_anonymous=False,  # answers must arrive as poll_answer updates carrying the learner
+        type=PollType.QUIZ,
+        correct_option_ids=[spec.correct],
+        explanation=spec.explanation,
+    )
+    await context.services.db.poll_sent(SentPoll(message.poll.id, learner.user_id, lesson.id, question_id), message.message_id)
+
+
+async def _begin(update: Update, context: CourseContext, lesson: Lesson, question_ids: list[str], *, retake: bool) -> None:
+    query = update.callback_query
+    db = context.services.db
+    await db.start_quiz(context.learner.user_id, lesson.id, question_ids)
+    message_id = await show(context, query.message, query.message.chat.id, render.quiz_intro(lesson, len(question_ids), retake=retake))
+    await db.set_reader_message(context.learner.user_id, message_id, "quiz")
+    await _ask(context, lesson, question_ids[0])
+
+
+async def resume_quiz(update: Update, context: CourseContext, lesson: Lesson) -> str | None:
+    """Bring a Quick Check under way back into view, asking the awaited question again."""
+    learner = context.learner
+    query = update.callback_query
+    if query.message.message_id == learner.reader_message_id and learner.reader_view == "quiz":
+        # The tap came from the message that already shows the Quick Check: a double tap.
+        return _("The Quick Check is under way: answer the poll below.")
+    message_id = await show(context, query.message, query.message.chat.id, render.quiz_intro(lesson, len(learner.quiz_queue), retake=False))
+    await context.services.db.set_reader_message(learner.user_id, message_id, "quiz")
+    await _ask(context, lesson, learner.quiz_queue[0])
+    return None
+
+
+def _under_way(context: CourseContext, lesson: Lesson) -> bool:
+    learner = context.learner
+    return learner.quiz_lesson_id == lesson.id and bool(learner.quiz_queue) and learner.quiz_poll_id is not None
+
+
+@button(StartQuiz)
+async def start_quiz(update: Update, context: CourseContext, data: StartQuiz) -> str | None:
+    """Start a lesson's Quick Check once its slides are read."""
+    lesson = context.course.lesson(data.lesson)
+    if lesson is None:
+        return _("This lesson is no longer in the course. Send /lessons to see the course.")
+    if _under_way(context, lesson):
+        return await resume_quiz(update, context, lesson)
+    progress = (await context.services.db.progress(context.learner.user_id)).get(lesson.id, NOT_STARTED)
+    if not progress.slides_read:
+        return _("Read the slides first: the Quick Check comes after the last one.")
+    await _begin(update, context, lesson, [q.id for q in lesson.quiz], retake=False)
+    return None
+
+
+@button(RetakeMissed)
+async def retake_missed(update: Update, context: CourseContext, data: RetakeMissed) -> str | None:
+    """Ask again only the questions whose latest answer was wrong."""
+    lesson = context.course.lesson(data.lesson)
+    if lesson is None:
+        return _("This lesson is no longer in the course. Send /lessons to see the course.")
+    if _under_way(context, lesson):
+        return await resume_quiz(update, context, lesson)
+    answers = await context.services.db.latest_answers(context.learner.user_id)
+    again = missed(lesson, answers) + unanswered(lesson, answers)
+    if not again:
+        return _("Nothing to retake: your latest answers are all correct.")
+    await _begin(update, context, lesson, again, retake=True)
+    return None
+
+
+@for_learner
+async def poll_answer(update: Update, context: CourseContext) -> None:
+    """Record a quiz answer, then ask the next question or close the lesson."""
+    answer = update.poll_answer
+    if not answer.option_ids:
+        return  # a retracted vote; quizzes cannot be re-voted, so there is nothing to record
+    db = context.services.db
+    sent = await db.sent_poll(answer.poll_id)
+    if sent is None or sent.user_id != context.learner.user_id:
+        log.info("poll answer for unknown poll %s from user %s", answer.poll_id, answer.user.id)
+        return
+    lesson = context.course.lesson(sent.lesson_id)
+    question = lesson.question(sent.question_id) if lesson else None
+    if question is None:
+        return  # the course changed since this poll was sent; the answer has nothing to count for
+    chosen = answer.option_ids[0]
+    remaining = await db.record_answer(sent, chosen, chosen == question.correct)
+    if remaining is None:
+        return  # an answer to an earlier poll, or one already recorded
+    if remaining:
+        await _ask(context, lesson, remaining[0])
+        return
+    answers = await db.latest_answers(context.learner.user_id)
+    if not unanswered(lesson, answers):
+        await db.complete_lesson(context.learner.user_id, lesson.id)
+    screen = render.quiz_result(context.course, lesson, lesson_score(lesson, answers), len(missed(lesson, answers)))
+    message = await send(context, context.learner.chat_id, screen)
+    await db.set_reader_message(context.learner.user_id, message.message_id, "result")
+
+
+def handlers() -> list:
+    """Return this feature's handlers."""
+    return [
+        CallbackQueryHandler(start_quiz, pattern=matches(StartQuiz)),
+        CallbackQueryHandler(retake_missed, pattern=matches(RetakeMissed)),
+        PollAnswerHandler(poll_answer),
+    ]

@@ -1,0 +1,43 @@
+"""The learner's own settings: /help and /reset (after a confirmation)."""
+
+from __future__ import annotations
+
+from telegram import Update
+from telegram.ext import CallbackQueryHandler, CommandHandler, filters
+
+from bot import render
+from bot.callbacks import ConfirmReset, matches
+from bot.context import CourseContext
+from bot.handlers.common import button, for_learner, send, show
+
+
+@for_learner
+async def help_command(update: Update, context: CourseContext) -> None:
+    """Explain the commands and the buttons."""
+    await send(context, update.effective_chat.id, render.help_text())
+
+
+@for_learner
+async def reset(update: Update, context: CourseContext) -> None:
+    """Ask before deleting anything."""
+    await send(context, update.effective_chat.id, render.reset_question())
+
+
+@button(ConfirmReset)
+async def confirm_reset(update: Update, context: CourseContext, data: ConfirmReset) -> None:
+    """Reset on 'yes'; leave everything as it is on 'no'."""
+    confirmed = data.answer == "yes"
+    if confirmed:
+        await context.services.db.reset(context.learner.user_id)
+    query = update.callback_query
+    await show(context, query.message, query.message.chat.id, render.reset_done(confirmed))
+
+
+def handlers() -> list:
+    """Return this feature's handlers."""
+    private = filters.ChatType.PRIVATE
+    return [
+        CommandHandler("help", help_command, filters=private),
+        CommandHandler("reset", reset, filters=private),
+        CallbackQueryHandler(confirm_reset, pattern=matches(ConfirmReset)),
+    ]

@@ -1,0 +1,99 @@
+"""Check lesson content against everything the bot relies on, including Telegram's limits."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+from bot import loader, render
+from bot.course import Content, Course
+from bot.errors import ContentError, Problem
+from bot.i18n import I18n
+
+# Telegram's limits (Bot API): characters after entity parsing, counted in UTF-16 code units.
+MESSAGE_MAX = 4096
+POLL_QUESTION_MAX = 300
+POLL_OPTIONS = (2, 10)
+POLL_OPTION_MAX = 100
+EXPLANATION_MAX = 200
+EXPLANATION_LINE_BREAKS_MAX = 2
+
+
+def telegram_length(text: str) -> int:
+    """Return the length Telegram counts: UTF-16 code units."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def visible_length(html_text: str) -> int:
+    """Return the length of rendered HTML once Telegram has parsed its entities."""
+    return telegram_length(html.unescape(re.sub(r"<[^>]+>", "", html_text)))
+
+
+def _check_course(course: Course, i18n: I18n) -> list[Problem]:
+    problems: list[Problem] = []
+    with i18n.use(course.language):
+        for lesson in course.lessons:
+            for index, slide in enumerate(lesson.slides):
+                if slide.fallback:
+                    continue  # checked in English
+                screen = render.slide(course, lesson, index)
+                if (n := visible_length(screen.text)) > MESSAGE_MAX:
+                    problems.append(Problem(slide.source.path, slide.source.line,
+                                            f"slide '{slide.id}' renders to {n} characters; Telegram allows {MESSAGE_MAX}"))
+                problems += _check_buttons(screen, slide.source.path, slide.source.line)
+            for question in lesson.quiz:
+                if not question.fallback:
+                    problems += _check_question(question)
+            result = render.quiz_result(course, lesson, len(lesson.quiz), 0)
+            if (n := visible_length(result.text)) > MESSAGE_MAX:
+                problems.append(Problem(lesson.source.path, lesson.source.line,
+                                        f"the recap renders to {n} characters; Telegram allows {MESSAGE_MAX}"))
+    return problems
+
+
+def _check_buttons(screen: render.Screen, path: str, line: int) -> list[Problem]:
+    problems = []
+    for row in screen.buttons.inline_keyboard if screen.buttons else ():
+        for button in row:
+            if len((button.callback_data or "").encode()) > 64:
+                problems.append(Problem(path, line, f"button data {button.callback_data!r} is over 64 bytes: shorten the ids"))
+    return problems
+
+
+def _check_question(question) -> list[Problem]:
+    where, path, line = f"question '{question.id}'", question.source.path, question.source.line
+    problems = []
+    if (n := telegram_length(question.question)) > POLL_QUESTION_MAX:
+        problems.append(Problem(path, line, f"{where}: the question has {n} characters; Telegram allows {POLL_QUESTION_MAX}"))
+    low, high = POLL_OPTIONS
+    if not low <= len(question.options) <= high:
+        problems.append(Problem(path, line, f"{where}: has {len(question.options)} options; Telegram allows {low} to {high}"))
+    for index, option in enumerate(question.options, start=1):
+        if (n := telegram_length(option)) > POLL_OPTION_MAX:
+            problems.append(Problem(path, line, f"{where}: option {index} has {n} characters; Telegram allows {POLL_OPTION_MAX}"))
+    if (n := telegram_length(question.explanation)) > EXPLANATION_MAX:
+        problems.append(Problem(path, line, f"{where}: the explanation has {n} characters; Telegram allows {EXPLANATION_MAX}"))
+    if (n := question.explanation.count("\n")) > EXPLANATION_LINE_BREAKS_MAX:
+        problems.append(Problem(path, line, f"{where}: the explanation has {n} line breaks; Telegram allows {EXPLANATION_LINE_BREAKS_MAX}"))
+    return problems
+
+
+def lint(lessons_dir: Path, locales_dir: Path) -> tuple[Content | None, list[Problem]]:
+    """Load and check everything under ``lessons_dir``; return the content and every problem."""
+    content, problems = loader.load(Path(lessons_dir))
+    if content is None:
+        return None, problems
+    i18n = I18n(locales_dir)
+    problems += _check_course(content.english, i18n)
+    for course in content.translations.values():
+        problems += _check_course(course, i18n)
+    return content, problems
+
+
+def load_valid(lessons_dir: Path, locales_dir: Path) -> Content:
+    """Return the content if it passes lint; raise ContentError with every problem otherwise."""
+    content, problems = lint(lessons_dir, locales_dir)
+    if problems or content is None:
+        raise ContentError(problems or [Problem(str(lessons_dir), 1, "no content")])
+    return content

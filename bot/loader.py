@@ -1,0 +1,440 @@
+"""Load lesson files (YAML) into the course model, collecting every problem with its file and line."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bot import markup
+from bot.course import SOURCE_LANGUAGE, Content, Course, Lesson, Question, Slide, Source, untranslated
+from bot.errors import Problem
+
+ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+LANGUAGE_DIR = re.compile(r"^[a-z]{2,3}(_[A-Z][a-zA-Z]{1,3})?$")
+
+
+class _Map(dict):
+    """A YAML mapping that remembers the line of itself and of each key."""
+
+    line = 0
+    key_lines: dict[str, int]
+
+
+class _Seq(list):
+    """A YAML sequence that remembers the line of itself and of each item."""
+
+    line = 0
+    item_lines: list[int]
+
+
+class _Loader(yaml.SafeLoader):
+    duplicate_keys: list[tuple[int, str]]
+
+
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> _Map:
+    loader.flatten_mapping(node)
+    result = _Map()
+    result.line = node.start_mark.line + 1
+    result.key_lines = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        line = key_node.start_mark.line + 1
+        if key in result:
+            # PyYAML keeps the last value silently; an author deserves to know.
+            loader.duplicate_keys.append((line, str(key)))
+        result[key] = loader.construct_object(value_node, deep=True)
+        result.key_lines[key] = line
+    return result
+
+
+def _construct_sequence(loader: _Loader, node: yaml.SequenceNode) -> _Seq:
+    result = _Seq(loader.construct_object(child, deep=True) for child in node.value)
+    result.line = node.start_mark.line + 1
+    result.item_lines = [child.start_mark.line + 1 for child in node.value]
+    return result
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+
+
+class _File:
+    """One YAML file being read: its data and the problems found in it."""
+
+    def __init__(self, path: Path, problems: list[Problem], root: Path):
+        self.path = path
+        self.name = _display(path, root)
+        self.problems = problems
+        self.data: Any = None
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            self.problem(1, f"not UTF-8 text ({exc.reason} at byte {exc.start})")
+            return
+        loader = _Loader(text)
+        loader.duplicate_keys = []
+        try:
+            self.data = loader.get_single_data()
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = mark.line + 1 if mark else 1
+            reason = getattr(exc, "problem", None) or str(exc)
+            self.problem(line, f"invalid YAML: {reason}")
+            return
+        finally:
+            loader.dispose()
+        for line, key in loader.duplicate_keys:
+            self.problem(line, f"duplicate key '{key}'")
+        if self.data is None:
+            self.problem(1, "the file is empty")
+        elif not isinstance(self.data, _Map):
+            self.problem(1, "expected a mapping of keys (like 'id: ...') at the top of the file")
+            self.data = None
+
+    def problem(self, line: int, message: str) -> None:
+        self.problems.append(Problem(self.name, line, message))
+
+    def source(self, line: int) -> Source:
+        return Source(self.name, line)
+
+    def fields(
+        self, node: _Map, where: str, required: dict[str, type], optional: dict[str, type]
+    ) -> dict[str, Any] | None:
+        """Check a mapping's keys and value types; return its values, or None if unusable."""
+        ok = True
+        allowed = {**required, **optional}
+        for key in node:
+            if key not in allowed:
+                expected = ", ".join(sorted(allowed))
+                self.problem(node.key_lines[key], f"{where}: unknown key '{key}' (expected {expected})")
+        values: dict[str, Any] = {}
+        for key, kind in allowed.items():
+            if key not in node or node[key] is None:
+                if key in required:
+                    self.problem(node.line, f"{where}: missing '{key}'")
+                    ok = False
+                continue
+            value = node[key]
+            if kind is str and isinstance(value, (int, float)) and not isinstance(value, bool):
+                value = str(value)
+            if not isinstance(value, kind):
+                self.problem(node.key_lines[key], f"{where}: '{key}' must be {_KIND_NAMES[kind]}")
+                ok = False
+                continue
+            if kind is str:
+                value = value.strip()
+                if not value:
+                    self.problem(node.key_lines[key], f"{where}: '{key}' is empty")
+                    ok = False
+                    continue
+            values[key] = value
+        return values if ok else None
+
+    def markup(self, node: _Map, key: str, where: str) -> None:
+        """Report text whose markup does not render."""
+        try:
+            markup.parse(node[key])
+        except markup.MarkupError as exc:
+            self.problem(node.key_lines[key], f"{where}: '{key}' has {exc}")
+
+
+_KIND_NAMES = {str: "text", list: "a list", dict: "a mapping", bool: "true or false"}
+
+
+def _display(path: Path, root: Path) -> str:
+    # Paths as the author typed them, so an editor can jump to file:line.
+    return str(path)
+
+
+def _items(file: _File, node: Any, key: str, where: str) -> list[tuple[int, _Map]]:
+    """Return the (line, mapping) items of a list, reporting items that are not mappings."""
+    seq = node.get(key) if isinstance(node, _Map) else None
+    if not isinstance(seq, _Seq):
+        return []
+    items = []
+    for line, item in zip(seq.item_lines, seq):
+        if isinstance(item, _Map):
+            items.append((line, item))
+        else:
+            file.problem(line, f"{where}: each entry of '{key}' must be a mapping with an 'id'")
+    return items
+
+
+def _unique_ids(file: _File, items: list[tuple[int, _Map]], what: str) -> list[tuple[int, _Map, str]]:
+    seen: dict[str, int] = {}
+    result = []
+    for line, item in items:
+        item_id = item.get("id")
+        if item_id is None:
+            file.problem(line, f"{what} without an 'id'")
+            continue
+        item_id = str(item_id)
+        if not ID.match(item_id):
+            file.problem(item.key_lines["id"], f"{what} id '{item_id}' must be lowercase words joined by '-'")
+            continue
+        if item_id in seen:
+            file.problem(item.key_lines["id"], f"duplicate {what} id '{item_id}' (first at line {seen[item_id]})")
+            continue
+        seen[item_id] = item.key_lines["id"]
+        result.append((line, item, item_id))
+    return result
+
+
+SLIDE_COUNT = (10, 14)
+QUIZ_COUNT = (2, 4)
+
+
+def _read_english_lesson(file: _File, number: int) -> Lesson | None:
+    data = file.data
+    if data is None:
+        return None
+    top = file.fields(
+        data, "lesson", {"id": str, "title": str, "summary": str, "slides": list, "quiz": list, "recap": str}, {}
+    )
+    slides = [_read_slide(file, line, item, item_id) for line, item, item_id in _unique_ids(file, _items(file, data, "slides", "lesson"), "slide")]
+    quiz = [_read_question(file, line, item, item_id) for line, item, item_id in _unique_ids(file, _items(file, data, "quiz", "lesson"), "question")]
+    if top is None:
+        return None
+    if top.get("id") and not ID.match(top["id"]):
+        file.problem(data.key_lines["id"], f"lesson id '{top['id']}' must be lowercase words joined by '-'")
+    for key in ("title", "summary", "recap"):
+        file.markup(data, key, "lesson")
+    _count(file, data, "slides", len(data["slides"]), SLIDE_COUNT, "slides")
+    _count(file, data, "quiz", len(data["quiz"]), QUIZ_COUNT, "questions in the Quick Check")
+    if None in slides or None in quiz:
+        return None
+    return Lesson(
+        id=top["id"],
+        number=number,
+        title=top["title"],
+        summary=top["summary"],
+        slides=tuple(slides),
+        quiz=tuple(quiz),
+        recap=top["recap"],
+        source=file.source(data.line),
+    )
+
+
+def _count(file: _File, data: _Map, key: str, n: int, bounds: tuple[int, int], what: str) -> None:
+    low, high = bounds
+    if not low <= n <= high:
+        file.problem(data.key_lines[key], f"a lesson has {low} to {high} {what}, this one has {n}")
+
+
+def _read_slide(file: _File, line: int, item: _Map, slide_id: str) -> Slide | None:
+    where = f"slide '{slide_id}'"
+    values = file.fields(item, where, {"id": str, "title": str, "text": str}, {"code": str, "setup": str})
+    if values is None:
+        return None
+    file.markup(item, "title", where)
+    file.markup(item, "text", where)
+    return Slide(
+        id=slide_id,
+        title=values["title"],
+        text=values["text"],
+        code=_code(item.get("code")),
+        source=file.source(line),
+    )
+
+
+def _code(value: Any) -> str | None:
+    # Keep the author's indentation; only the block's trailing newline goes.
+    return value.rstrip("\n").rstrip() if isinstance(value, str) and value.strip() else None
+
+
+def _read_question(file: _File, line: int, item: _Map, question_id: str) -> Question | None:
+    where = f"question '{question_id}'"
+    values = file.fields(item, where, {"id": str, "question": str, "options": list, "explanation": str}, {})
+    if values is None:
+        return None
+    options: list[str] = []
+    correct: list[int] = []
+    for index, (opt_line, option) in enumerate(zip(values["options"].item_lines, values["options"])):
+        if isinstance(option, _Map):
+            fields = file.fields(option, f"{where}, option {index + 1}", {"text": str}, {"correct": bool})
+            if fields is None:
+                return None
+            options.append(fields["text"])
+            if fields.get("correct"):
+                correct.append(index)
+        elif isinstance(option, (str, int, float)) and str(option).strip():
+            options.append(str(option).strip())
+        else:
+            file.problem(opt_line, f"{where}: option {index + 1} must be text or a mapping with 'text'")
+            return None
+    if len(correct) != 1:
+        found = "none is" if not correct else f"{len(correct)} are"
+        file.problem(item.key_lines["options"], f"{where}: exactly one option must have 'correct: true', {found}")
+        return None
+    return Question(
+        id=question_id,
+        question=values["question"],
+        options=tuple(options),
+        correct=correct[0],
+        explanation=values["explanation"],
+        source=file.source(line),
+    )
+
+
+def _read_translation(file: _File, english: Lesson) -> Lesson:
+    """Overlay one translation file on its English lesson; anything missing stays English."""
+    data = file.data
+    top = file.fields(
+        data, "translation", {"lesson": str}, {"title": str, "summary": str, "slides": list, "quiz": list, "recap": str}
+    ) or {}
+    for key in ("title", "summary", "recap"):
+        if key in top:
+            file.markup(data, key, "translation")
+    slides = {s.id: s for s in english.slides}
+    translated_slides: dict[str, Slide] = {}
+    for line, item, slide_id in _unique_ids(file, _items(file, data, "slides", "translation"), "slide"):
+        where = f"slide '{slide_id}'"
+        if slide_id not in slides:
+            file.problem(item.key_lines["id"], f"{where} is not in the English lesson '{english.id}'")
+            continue
+        values = file.fields(item, where, {"id": str, "title": str, "text": str}, {"code": str})
+        if values is None:
+            continue
+        file.markup(item, "title", where)
+        file.markup(item, "text", where)
+        source = slides[slide_id]
+        translated_slides[slide_id] = replace(
+            source,
+            title=values["title"],
+            text=values["text"],
+            code=_code(item.get("code")) or source.code,
+            source=file.source(line),
+        )
+    questions = {q.id: q for q in english.quiz}
+    translated_quiz: dict[str, Question] = {}
+    for line, item, question_id in _unique_ids(file, _items(file, data, "quiz", "translation"), "question"):
+        where = f"question '{question_id}'"
+        if question_id not in questions:
+            file.problem(item.key_lines["id"], f"{where} is not in the English lesson '{english.id}'")
+            continue
+        values = file.fields(item, where, {"id": str, "question": str, "options": list, "explanation": str}, {})
+        if values is None:
+            continue
+        source = questions[question_id]
+        options = values["options"]
+        if len(options) != len(source.options):
+            file.problem(
+                item.key_lines["options"],
+                f"{where}: has {len(options)} options, the English question has {len(source.options)}",
+            )
+            continue
+        if any(isinstance(o, _Map) for o in options):
+            file.problem(
+                item.key_lines["options"],
+                f"{where}: list options as plain text; the correct answer comes from English",
+            )
+            continue
+        translated_quiz[question_id] = replace(
+            source,
+            question=values["question"],
+            options=tuple(str(o).strip() for o in options),
+            explanation=values["explanation"],
+            source=file.source(line),
+        )
+    return replace(
+        english,
+        title=top.get("title", english.title),
+        summary=top.get("summary", english.summary),
+        slides=tuple(translated_slides.get(s.id, replace(s, fallback=True)) for s in english.slides),
+        quiz=tuple(translated_quiz.get(q.id, replace(q, fallback=True)) for q in english.quiz),
+        recap=top.get("recap", english.recap),
+        recap_fallback="recap" not in top,
+    )
+
+
+def _read_course_file(file: _File, english: bool) -> dict[str, Any]:
+    if file.data is None:
+        return {}
+    if english:
+        return file.fields(file.data, "course", {"id": str, "title": str, "description": str, "lessons": list}, {}) or {}
+    return file.fields(file.data, "course translation", {}, {"title": str, "description": str}) or {}
+
+
+def load(lessons_dir: Path) -> tuple[Content | None, list[Problem]]:
+    """Read every language under ``lessons_dir``; return the content (None if unusable) and all problems."""
+    problems: list[Problem] = []
+    root = Path(lessons_dir)
+    english_dir = root / SOURCE_LANGUAGE
+    course_path = english_dir / "course.yaml"
+    if not course_path.is_file():
+        problems.append(Problem(_display(course_path, root), 1, "missing: the English course file is required"))
+        return None, problems
+    course_file = _File(course_path, problems, root)
+    course = _read_course_file(course_file, english=True)
+    if not course:
+        return None, problems
+    lessons: list[Lesson] = []
+    lesson_stems: list[str] = []
+    listed = course["lessons"]
+    for number, (line, stem) in enumerate(zip(listed.item_lines, listed), start=1):
+        path = english_dir / f"{stem}.yaml"
+        if not isinstance(stem, str) or not path.is_file():
+            course_file.problem(line, f"lesson '{stem}' has no file {_display(path, root)}")
+            continue
+        lesson = _read_english_lesson(_File(path, problems, root), number)
+        if lesson is not None:
+            lessons.append(lesson)
+            lesson_stems.append(stem)
+    seen: dict[str, str] = {}
+    for stem, lesson in zip(lesson_stems, lessons):
+        if lesson.id in seen:
+            problems.append(Problem(lesson.source.path, lesson.source.line, f"duplicate lesson id '{lesson.id}' (also in {seen[lesson.id]})"))
+        seen[lesson.id] = lesson.source.path
+    for path in sorted(english_dir.glob("*.yaml")):
+        if path.stem != "course" and path.stem not in lesson_stems and path.stem not in listed:
+            problems.append(Problem(_display(path, root), 1, "this lesson is not listed in course.yaml"))
+    if not lessons or len(lessons) != len(listed) or problems:
+        return None, problems
+    english_course = Course(
+        id=course["id"], language=SOURCE_LANGUAGE, title=course["title"],
+        description=course["description"], lessons=tuple(lessons),
+    )
+    translations = {}
+    for language_dir in sorted(p for p in root.iterdir() if p.is_dir() and p.name != SOURCE_LANGUAGE):
+        if not LANGUAGE_DIR.match(language_dir.name):
+            problems.append(Problem(_display(language_dir, root), 1, "a language folder is named by its code, like 'ru' or 'pt_BR'"))
+            continue
+        translations[language_dir.name] = _read_language(language_dir, english_course, lesson_stems, problems, root)
+    return Content(english=english_course, translations=translations), problems
+
+
+def _read_language(
+    language_dir: Path, english: Course, stems: list[str], problems: list[Problem], root: Path
+) -> Course:
+    by_stem = dict(zip(stems, english.lessons))
+    course: dict[str, Any] = {}
+    overlays: dict[str, Lesson] = {}
+    for path in sorted(language_dir.glob("*.y*ml")):
+        file = _File(path, problems, root)
+        if path.stem == "course":
+            course = _read_course_file(file, english=False)
+            continue
+        if file.data is None:
+            continue
+        source = by_stem.get(path.stem)
+        if source is None:
+            file.problem(1, f"no English lesson named '{path.stem}' (expected one of {', '.join(stems)})")
+            continue
+        lesson_id = file.data.get("lesson")
+        if lesson_id != source.id:
+            file.problem(file.data.key_lines.get("lesson", file.data.line),
+                         f"'lesson' must be '{source.id}', the id of {SOURCE_LANGUAGE}/{path.name}")
+        overlays[source.id] = _read_translation(file, source)
+    lessons = tuple(overlays.get(lesson.id) or untranslated(lesson) for lesson in english.lessons)
+    return replace(
+        english,
+        language=language_dir.name,
+        title=course.get("title", english.title),
+        description=course.get("description", english.description),
+        lessons=lessons,
+    )
+

@@ -1,0 +1,21 @@
+"""Stay under Telegram's flood limits, and wait out a 429 so the reply still arrives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from telegram.ext import AIORateLimiter
+
+# Edits and callback answers respond to the learner's own tap; Telegram's overall limit of
+# about 30 per second is for messages sent to many chats, so these skip the overall bucket.
+_RESPONSES = frozenset({"editMessageText", "editMessageReplyMarkup", "answerCallbackQuery", "sendChatAction"})
+
+
+class CourseRateLimiter(AIORateLimiter):
+    """PTB's AIORateLimiter, with responses to a tap kept out of the broadcast bucket."""
+
+    async def process_request(self, callback, args, kwargs, endpoint: str, data: dict[str, Any], rate_limit_args):
+        if endpoint in _RESPONSES:
+            # The limiter picks its buckets from chat_id alone; the request itself is unchanged.
+            data = {key: value for key, value in data.items() if key != "chat_id"}
+        return await super().process_request(callback, args, kwargs, endpoint, data, rate_limit_args)

@@ -1,0 +1,222 @@
+"""Turn the course and a learner's progress into the messages and buttons they see. Pure: no I/O."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+from babel.numbers import format_percent
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup
+
+from bot import markup
+from bot.callbacks import CallbackData, ConfirmReset, Continue, OpenLesson, RetakeMissed, ShowMenu, ShowSlide, StartQuiz
+from bot.course import Course, Lesson, Question
+from bot.i18n import _, current_language, ngettext
+from bot.navigation import Place, Stage, stage
+from bot.storage.db import NOT_STARTED, LessonProgress
+
+
+@dataclass(frozen=True)
+class Screen:
+    """One message: HTML text and its inline buttons."""
+
+    text: str
+    buttons: InlineKeyboardMarkup | None = None
+
+
+@dataclass(frozen=True)
+class PollSpec:
+    """A quiz poll ready to send."""
+
+    question: str
+    options: tuple[str, ...]
+    correct: int
+    explanation: str
+
+
+def _button(text: str, data: CallbackData) -> InlineKeyboardButton:
+    return InlineKeyboardButton(text, callback_data=data.pack())
+
+
+def _keyboard(*rows: list[InlineKeyboardButton]) -> InlineKeyboardMarkup:
+    return InlineKeyboardMarkup([row for row in rows if row])
+
+
+def fallback_notice() -> str:
+    """Return the line that says an item is shown in English because it is not translated yet."""
+    return "<i>" + html.escape(_("This part is not translated yet, so it is shown in English.")) + "</i>"
+
+
+def lesson_state(lesson: Lesson, progress: LessonProgress) -> str:
+    """Return a lesson's state in words: not started, at slide n of N, Quick Check, or done."""
+    current = stage(progress)
+    if current is Stage.DONE:
+        return _("done ✅")
+    if current is Stage.QUIZ:
+        return _("Quick Check to answer")
+    if current is Stage.READING:
+        return _("in progress, slide {n} of {total}").format(n=progress.slide + 1, total=len(lesson.slides))
+    return _("not started")
+
+
+def _lesson_list(course: Course, progress: dict[str, LessonProgress]) -> str:
+    lines = []
+    for lesson in course.lessons:
+        state = lesson_state(lesson, progress.get(lesson.id, NOT_STARTED))
+        lines.append(f"{lesson.number}. {markup.to_html(lesson.title)} — {html.escape(state)}")
+    return "\n".join(lines)
+
+
+def menu(course: Course, progress: dict[str, LessonProgress], place: Place | None, *, welcome: bool = False) -> Screen:
+    """Render the course menu: every lesson with its state, and one button to start or continue."""
+    parts = []
+    if welcome:
+        parts.append(html.escape(_("Welcome! I teach short programming courses right here in the chat.")))
+    parts.append(f"<b>{html.escape(course.title)}</b>\n{html.escape(course.description)}")
+    parts.append(_lesson_list(course, progress))
+    rows: list[list[InlineKeyboardButton]] = []
+    if place is None:
+        parts.append(html.escape(_("You finished the course. Open any lesson to review it.")))
+    elif not any(p.started for p in progress.values()):
+        rows.append([_button(_("▶ Start the course"), Continue())])
+    else:
+        label = _("▶ Continue: lesson {lesson}, slide {n}").format(lesson=place.lesson.number, n=place.slide + 1)
+        rows.append([_button(label, Continue())])
+    for lesson in course.lessons:
+        rows.append([_button(f"{lesson.number}. {markup.to_plain(lesson.title)}", OpenLesson(lesson.id))])
+    return Screen("\n\n".join(parts), _keyboard(*rows))
+
+
+def slide(course: Course, lesson: Lesson, index: int) -> Screen:
+    """Render slide ``index`` of ``lesson`` with Back, Next (or Quick Check) and 'n / N'."""
+    current = lesson.slides[index]
+    header = html.escape(_("Lesson {n} of {total}: {title}")).format(
+        n=lesson.number, total=len(course.lessons), title=markup.to_html(lesson.title)
+    )
+    parts = [f"<i>{header}</i>", f"<b>{markup.to_html(current.title)}</b>\n{markup.to_html(current.text)}"]
+    if current.code:
+        parts.append(markup.code_block(current.code))
+    if current.fallback:
+        parts.append(fallback_notice())
+    parts.append(f"{index + 1} / {len(lesson.slides)}")
+    nav = []
+    if index > 0:
+        nav.append(_button(_("◀ Back"), ShowSlide(lesson.id, index - 1)))
+    if index < lesson.last_slide:
+        nav.append(_button(_("Next ▶"), ShowSlide(lesson.id, index + 1)))
+    else:
+        nav.append(_button(_("Quick Check ▶"), StartQuiz(lesson.id)))
+    return Screen("\n\n".join(parts), _keyboard(nav, [_button(_("☰ Lessons"), ShowMenu())]))
+
+
+def quiz_intro(lesson: Lesson, remaining: int, *, retake: bool) -> Screen:
+    """Render the message that replaces the slides while the Quick Check polls are answered."""
+    title = html.escape(_("Quick Check: {title}")).format(title=markup.to_html(lesson.title))
+    if retake:
+        body = ngettext(
+            "One question you missed, asked again. Answer the poll below.",
+            "{n} questions you missed, asked again. Answer the polls below, one at a time.",
+            remaining,
+        ).format(n=remaining)
+    else:
+        body = ngettext(
+            "One question. Answer the poll below.",
+            "{n} questions. Answer the polls below, one at a time.",
+            remaining,
+        ).format(n=remaining)
+    return Screen(
+        f"<b>{title}</b>\n{html.escape(body)}",
+        _keyboard([_button(_("◀ Back to the slides"), ShowSlide(lesson.id, lesson.last_slide))]),
+    )
+
+
+def poll(question: Question) -> PollSpec:
+    """Return the quiz poll for ``question``."""
+    return PollSpec(question.question, question.options, question.correct, question.explanation)
+
+
+def quiz_result(course: Course, lesson: Lesson, correct: int, missed: int) -> Screen:
+    """Render the end of a Quick Check: the score, the recap and the way on."""
+    total = len(lesson.quiz)
+    score = _("Quick Check: {correct} of {total} correct.").format(correct=correct, total=total)
+    parts = [f"<b>{html.escape(score)}</b>", f"<b>{html.escape(_('Recap'))}</b>\n{markup.to_html(lesson.recap)}"]
+    if lesson.recap_fallback:
+        parts.append(fallback_notice())
+    rows = []
+    if missed:
+        label = ngettext("↻ Retake the question I missed", "↻ Retake the {n} questions I missed", missed).format(n=missed)
+        rows.append([_button(label, RetakeMissed(lesson.id))])
+    following = course.next_lesson(lesson)
+    if following is not None:
+        rows.append([_button(_("Next lesson: {title} ▶").format(title=markup.to_plain(following.title)), OpenLesson(following.id))])
+    else:
+        parts.append(html.escape(_("That was the last lesson of the course. Well done!")))
+    rows.append([_button(_("☰ Lessons"), ShowMenu())])
+    return Screen("\n\n".join(parts), _keyboard(*rows))
+
+
+def progress_report(course: Course, progress: dict[str, LessonProgress], correct: int, total: int, answered: int) -> Screen:
+    """Render /progress: lessons done, the Quick Check score and each lesson's state."""
+    done = sum(1 for lesson in course.lessons if stage(progress.get(lesson.id, NOT_STARTED)) is Stage.DONE)
+    lessons_line = ngettext(
+        "{done} of {total} lesson done.", "{done} of {total} lessons done.", len(course.lessons)
+    ).format(done=done, total=len(course.lessons))
+    if answered:
+        percent = format_percent(correct / total if total else 0, locale=current_language())
+        score_line = _("Quick Check score: {correct} of {total} questions correct ({percent}).").format(
+            correct=correct, total=total, percent=percent
+        )
+    else:
+        score_line = _("Quick Check score: no questions answered yet.")
+    parts = [f"<b>{html.escape(_('Your progress'))}</b>", html.escape(lessons_line), html.escape(score_line),
+             _lesson_list(course, progress)]
+    if done == len(course.lessons):
+        parts.append(html.escape(_("The course is complete. 🎉")))
+    return Screen("\n\n".join(parts), _keyboard([_button(_("☰ Lessons"), ShowMenu())]))
+
+
+def help_text() -> Screen:
+    """Render /help."""
+    lines = [
+        _("I teach the course in short slides with a Quick Check after each lesson."),
+        "",
+        _("/start – welcome and the course"),
+        _("/lessons – the course menu"),
+        _("/progress – lessons done and your score"),
+        _("/reset – start the course over"),
+        _("/help – this message"),
+        "",
+        _("Turn slides with the buttons under each message. Your place is saved as you go."),
+    ]
+    return Screen(html.escape("\n".join(lines)), _keyboard([_button(_("☰ Lessons"), ShowMenu())]))
+
+
+def reset_question() -> Screen:
+    """Render the confirmation /reset asks for."""
+    return Screen(
+        html.escape(_("Reset your progress? Every lesson goes back to not started and your Quick Check answers are deleted.")),
+        _keyboard([_button(_("Yes, reset"), ConfirmReset("yes")), _button(_("Cancel"), ConfirmReset("no"))]),
+    )
+
+
+def reset_done(reset: bool) -> Screen:
+    """Render the answer to the reset confirmation."""
+    if reset:
+        return Screen(html.escape(_("Your progress is reset. Send /start to begin again.")))
+    return Screen(html.escape(_("Nothing was changed. Your progress is safe.")))
+
+
+def notice(text: str) -> Screen:
+    """Render a short plain notice."""
+    return Screen(html.escape(text))
+
+
+def commands() -> list[tuple[str, str]]:
+    """Return the command menu for setMyCommands, in the current language."""
+    return [
+        ("start", _("Welcome and the course")),
+        ("lessons", _("The course menu")),
+        ("progress", _("Lessons done and your score")),
+        ("reset", _("Start the course over")),
+        ("help", _("How to use this bot")),
+    ]

@@ -1,0 +1,375 @@
+"""Learner progress in one SQLite file, through aiosqlite: one connection, one writer, every value bound."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, closing
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiosqlite
+
+from bot.errors import StorageError
+from bot.storage.migrations import MIGRATIONS
+
+log = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_MS = 5000
+# Telegram redelivers an update only within a short window; this many ids are remembered.
+REMEMBERED_UPDATES = 100_000
+
+
+@dataclass(frozen=True)
+class Learner:
+    """A learner's row: who they are and where they are."""
+
+    user_id: int
+    chat_id: int
+    language: str | None
+    telegram_language: str | None
+    lesson_id: str | None
+    reader_message_id: int | None
+    reader_view: str | None
+    quiz_lesson_id: str | None
+    quiz_queue: tuple[str, ...]
+    quiz_poll_id: str | None
+
+
+@dataclass(frozen=True)
+class LessonProgress:
+    """A learner's place in one lesson."""
+
+    lesson_id: str
+    slide: int = 0
+    furthest_slide: int = 0
+    slides_read: bool = False
+    completed: bool = False
+    started: bool = False
+
+
+NOT_STARTED = LessonProgress(lesson_id="")
+
+
+@dataclass(frozen=True)
+class SentPoll:
+    """A quiz poll the bot sent, so its answer can be matched to a question."""
+
+    poll_id: str
+    user_id: int
+    lesson_id: str
+    question_id: str
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A learner's latest answer to one question."""
+
+    lesson_id: str
+    question_id: str
+    option_index: int
+    correct: bool
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+class Database:
+    """The progress database. Open it once with ``await Database.open(path)``; ``close()`` is idempotent."""
+
+    def __init__(self, conn: aiosqlite.Connection, path: Path):
+        self._conn = conn
+        self.path = path
+        self._writer = asyncio.Lock()
+        self._closed = False
+
+    @classmethod
+    async def open(cls, path: Path) -> Database:
+        """Open (creating if needed) and migrate the database at ``path``."""
+        path = Path(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # isolation_level=None: transactions are explicit, so each write decides its own.
+            conn = await aiosqlite.connect(path, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise StorageError(f"cannot open the database {path}: {exc}") from exc
+        db = cls(conn, path)
+        try:
+            await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            mode = await (await conn.execute("PRAGMA journal_mode = WAL")).fetchone()
+            if mode[0].lower() != "wal":
+                log.warning("SQLite refused WAL mode for %s (journal_mode=%s)", path, mode[0])
+            await conn.execute("PRAGMA synchronous = NORMAL")
+            await conn.execute("PRAGMA foreign_keys = ON")
+            await db._migrate()
+        except sqlite3.DatabaseError as exc:
+            await conn.close()
+            raise StorageError(f"the database {path} is unusable: {exc}") from exc
+        return db
+
+    async def _migrate(self) -> None:
+        version = (await (await self._conn.execute("PRAGMA user_version")).fetchone())[0]
+        if version > len(MIGRATIONS):
+            raise StorageError(
+                f"the database {self.path} has schema version {version}, newer than this "
+                f"coursebot knows ({len(MIGRATIONS)}); run a newer coursebot or restore a backup"
+            )
+        for number in range(version + 1, len(MIGRATIONS) + 1):
+            async with self._write() as conn:
+                for statement in MIGRATIONS[number - 1].split(";"):
+                    if statement.strip():
+                        await conn.execute(statement)
+                # PRAGMA takes no bound parameters; number is our own integer.
+                await conn.execute(f"PRAGMA user_version = {int(number)}")
+            log.info("database %s migrated to schema version %d", self.path, number)
+
+    async def close(self) -> None:
+        """Close the connection; calling it again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        async with self._writer:
+            await self._conn.close()
+
+    @asynccontextmanager
+    async def _write(self) -> AsyncIterator[aiosqlite.Connection]:
+        """Run a block as one transaction, one writer at a time."""
+        async with self._writer:
+            await self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                await self._conn.execute("ROLLBACK")
+                raise
+            else:
+                await self._conn.execute("COMMIT")
+
+    async def _one(self, sql: str, params: tuple = ()) -> sqlite3.Row | None:
+        async with self._conn.execute(sql, params) as cursor:
+            return await cursor.fetchone()
+
+    async def _all(self, sql: str, params: tuple = ()) -> list[sqlite3.Row]:
+        async with self._conn.execute(sql, params) as cursor:
+            return list(await cursor.fetchall())
+
+    async def schema_version(self) -> int:
+        """Return the number of the last migration applied."""
+        return (await self._one("PRAGMA user_version"))[0]
+
+    # Updates
+
+    async def first_delivery(self, update_id: int) -> bool:
+        """Record ``update_id``; return False if it was already processed (a redelivery)."""
+        async with self._write() as conn:
+            cursor = await conn.execute(
+                "INSERT OR IGNORE INTO processed_updates (update_id, processed_at) VALUES (?, ?)",
+                (update_id, _now()),
+            )
+            fresh = cursor.rowcount == 1
+            if fresh and update_id % 1000 == 0:
+                await conn.execute(
+                    "DELETE FROM processed_updates WHERE update_id < ?", (update_id - REMEMBERED_UPDATES,)
+                )
+        return fresh
+
+    # Learners
+
+    async def learner(self, user_id: int, chat_id: int, telegram_language: str | None) -> Learner:
+        """Return the learner, creating them on first contact and noting Telegram's language."""
+        now = _now()
+        async with self._write() as conn:
+            await conn.execute(
+                "INSERT INTO learners (user_id, chat_id, telegram_language, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (user_id) DO UPDATE SET chat_id = excluded.chat_id,"
+                # Poll answers carry no language_code; keep the last one Telegram sent.
+                " telegram_language = coalesce(excluded.telegram_language, telegram_language)"
+                " WHERE chat_id IS NOT excluded.chat_id OR telegram_language IS NOT"
+                " coalesce(excluded.telegram_language, telegram_language)",
+                (user_id, chat_id, telegram_language, now, now),
+            )
+        found = await self.find_learner(user_id)
+        assert found is not None
+        return found
+
+    async def find_learner(self, user_id: int) -> Learner | None:
+        """Return the learner, or None if they never wrote to the bot."""
+        row = await self._one(
+            "SELECT user_id, chat_id, language, telegram_language, lesson_id, reader_message_id,"
+            " reader_view, quiz_lesson_id, quiz_queue, quiz_poll_id FROM learners WHERE user_id = ?",
+            (user_id,),
+        )
+        if row is None:
+            return None
+        return Learner(*row[:8], tuple(row[8].split()), row[9])
+
+    async def set_language(self, user_id: int, language: str | None) -> None:
+        """Store the learner's chosen language (None: follow Telegram's)."""
+        async with self._write() as conn:
+            await conn.execute(
+                "UPDATE learners SET language = ?, updated_at = ? WHERE user_id = ?", (language, _now(), user_id)
+            )
+
+    # Lessons
+
+    async def progress(self, user_id: int) -> dict[str, LessonProgress]:
+        """Return the learner's progress in every lesson they started."""
+        rows = await self._all(
+            "SELECT lesson_id, slide, furthest_slide, slides_read_at IS NOT NULL, completed_at IS NOT NULL"
+            " FROM lesson_progress WHERE user_id = ?",
+            (user_id,),
+        )
+        return {
+            row[0]: LessonProgress(row[0], row[1], row[2], bool(row[3]), bool(row[4]), started=True) for row in rows
+        }
+
+    async def show_slide(
+        self, user_id: int, lesson_id: str, slide: int, *, last_slide: int, message_id: int | None
+    ) -> None:
+        """Put the learner on ``slide`` of ``lesson_id``, shown in ``message_id``."""
+        now = _now()
+        async with self._write() as conn:
+            await conn.execute(
+                "INSERT INTO lesson_progress (user_id, lesson_id, slide, furthest_slide, slides_read_at)"
+                " VALUES (:user, :lesson, :slide, :slide, CASE WHEN :slide >= :last THEN :now END)"
+                " ON CONFLICT (user_id, lesson_id) DO UPDATE SET slide = :slide,"
+                " furthest_slide = max(furthest_slide, :slide),"
+                " slides_read_at = coalesce(slides_read_at, CASE WHEN :slide >= :last THEN :now END)",
+                {"user": user_id, "lesson": lesson_id, "slide": slide, "last": last_slide, "now": now},
+            )
+            await conn.execute(
+                "UPDATE learners SET lesson_id = ?, reader_message_id = coalesce(?, reader_message_id),"
+                " reader_view = 'slide', updated_at = ? WHERE user_id = ?",
+                (lesson_id, message_id, now, user_id),
+            )
+
+    async def set_reader_message(self, user_id: int, message_id: int, view: str) -> None:
+        """Remember which message is edited in place for the learner, and what it shows."""
+        async with self._write() as conn:
+            await conn.execute(
+                "UPDATE learners SET reader_message_id = ?, reader_view = ?, updated_at = ? WHERE user_id = ?",
+                (message_id, view, _now(), user_id),
+            )
+
+    async def complete_lesson(self, user_id: int, lesson_id: str) -> bool:
+        """Mark the lesson done; return True if it was not done before."""
+        async with self._write() as conn:
+            cursor = await conn.execute(
+                "UPDATE lesson_progress SET completed_at = ? WHERE user_id = ? AND lesson_id = ?"
+                " AND completed_at IS NULL AND slides_read_at IS NOT NULL",
+                (_now(), user_id, lesson_id),
+            )
+            return cursor.rowcount == 1
+
+    # Quick Check
+
+    async def start_quiz(self, user_id: int, lesson_id: str, question_ids: list[str]) -> None:
+        """Queue the questions of a Quick Check round, replacing any round under way."""
+        async with self._write() as conn:
+            await conn.execute(
+                "UPDATE learners SET quiz_lesson_id = ?, quiz_queue = ?, quiz_poll_id = NULL, updated_at = ?"
+                " WHERE user_id = ?",
+                (lesson_id, " ".join(question_ids), _now(), user_id),
+            )
+
+    async def poll_sent(self, poll: SentPoll, message_id: int) -> None:
+        """Record a sent quiz poll as the one the learner's round awaits."""
+        now = _now()
+        async with self._write() as conn:
+            await conn.execute(
+                "INSERT INTO quiz_polls (poll_id, user_id, lesson_id, question_id, message_id, sent_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (poll.poll_id, poll.user_id, poll.lesson_id, poll.question_id, message_id, now),
+            )
+            await conn.execute(
+                "UPDATE learners SET quiz_poll_id = ?, updated_at = ? WHERE user_id = ?",
+                (poll.poll_id, now, poll.user_id),
+            )
+
+    async def sent_poll(self, poll_id: str) -> SentPoll | None:
+        """Return the poll the bot sent with this id, or None."""
+        row = await self._one("SELECT poll_id, user_id, lesson_id, question_id FROM quiz_polls WHERE poll_id = ?", (poll_id,))
+        return SentPoll(*row) if row else None
+
+    async def record_answer(self, poll: SentPoll, option_index: int, correct: bool) -> tuple[str, ...] | None:
+        """Record an answer; if it answers the awaited poll, pop it and return the questions left.
+
+        Returns None when the answer was already recorded or its poll is not the awaited one.
+        """
+        now = _now()
+        async with self._write() as conn:
+            cursor = await conn.execute(
+                "INSERT OR IGNORE INTO quiz_answers"
+                " (poll_id, user_id, lesson_id, question_id, option_index, correct, answered_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (poll.poll_id, poll.user_id, poll.lesson_id, poll.question_id, option_index, int(correct), now),
+            )
+            if cursor.rowcount != 1:
+                return None
+            async with conn.execute(
+                "SELECT quiz_queue FROM learners WHERE user_id = ? AND quiz_poll_id = ?", (poll.user_id, poll.poll_id)
+            ) as rows:
+                row = await rows.fetchone()
+            if row is None:
+                return None
+            remaining = tuple(q for q in row[0].split() if q != poll.question_id)
+            await conn.execute(
+                "UPDATE learners SET quiz_queue = ?, quiz_poll_id = NULL,"
+                " quiz_lesson_id = CASE WHEN ? = '' THEN NULL ELSE quiz_lesson_id END,"
+                " updated_at = ? WHERE user_id = ?",
+                (" ".join(remaining), " ".join(remaining), now, poll.user_id),
+            )
+            return remaining
+
+    async def latest_answers(self, user_id: int) -> dict[tuple[str, str], Answer]:
+        """Return each question's latest answer, keyed by (lesson id, question id)."""
+        rows = await self._all(
+            "SELECT lesson_id, question_id, option_index, correct FROM quiz_answers AS a"
+            " WHERE user_id = ? AND answered_at = (SELECT max(answered_at) FROM quiz_answers"
+            " WHERE user_id = a.user_id AND lesson_id = a.lesson_id AND question_id = a.question_id)"
+            " ORDER BY rowid",
+            (user_id,),
+        )
+        return {(r[0], r[1]): Answer(r[0], r[1], r[2], bool(r[3])) for r in rows}
+
+    async def answer_count(self, user_id: int) -> int:
+        """Return how many quiz answers the learner has given in all."""
+        return (await self._one("SELECT count(*) FROM quiz_answers WHERE user_id = ?", (user_id,)))[0]
+
+    # Reset and backup
+
+    async def reset(self, user_id: int) -> None:
+        """Forget the learner's progress and answers; keep who they are and their language."""
+        async with self._write() as conn:
+            for table in ("quiz_answers", "quiz_polls", "lesson_progress"):
+                # Table names come from the tuple above, never from input.
+                await conn.execute(f"DELETE FROM {table} WHERE user_id = ?", (user_id,))
+            await conn.execute(
+                "UPDATE learners SET lesson_id = NULL, reader_message_id = NULL, reader_view = NULL, quiz_lesson_id = NULL,"
+                " quiz_queue = '', quiz_poll_id = NULL, updated_at = ? WHERE user_id = ?",
+                (_now(), user_id),
+            )
+
+
+def backup(source: Path, target: Path) -> None:
+    """Copy a live database to ``target`` with SQLite's online backup; safe while the bot writes."""
+    source, target = Path(source), Path(target)
+    if not source.is_file():
+        raise StorageError(f"there is no database at {source} (set COURSEBOT_DB to its path)")
+    if target.exists() and target.resolve() == source.resolve():
+        raise StorageError("the backup must go to another file than the database itself")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    try:
+        with closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)) as src, \
+                closing(sqlite3.connect(partial)) as dst:
+            src.backup(dst)
+        # Only a complete copy takes the target's name, so a failed backup never leaves half a file.
+        partial.replace(target)
+    except sqlite3.Error as exc:
+        partial.unlink(missing_ok=True)
+        raise StorageError(f"backup of {source} failed: {exc}") from exc

@@ -1,0 +1,55 @@
+"""The progress schema as numbered migrations; PRAGMA user_version records the last one applied."""
+
+from __future__ import annotations
+
+# Append only: a migration that has shipped is never edited, a new number fixes it.
+MIGRATIONS: tuple[str, ...] = (
+    # 1: learners, their place in each lesson, every quiz poll and answer, seen updates.
+    """
+    CREATE TABLE learners (
+        user_id            INTEGER PRIMARY KEY,
+        chat_id            INTEGER NOT NULL,
+        language           TEXT,              -- chosen with /language; NULL follows Telegram
+        telegram_language  TEXT,              -- the last language_code Telegram sent
+        lesson_id          TEXT,              -- the lesson the learner is in, NULL before the first
+        reader_message_id  INTEGER,           -- the message edited in place as slides turn
+        reader_view        TEXT,              -- what it shows: slide, quiz, result or menu
+        quiz_lesson_id     TEXT,              -- the lesson whose Quick Check is under way
+        quiz_queue         TEXT NOT NULL DEFAULT '',  -- question ids still to ask, space-separated
+        quiz_poll_id       TEXT,              -- the poll awaiting an answer
+        created_at         TEXT NOT NULL,
+        updated_at         TEXT NOT NULL
+    );
+    CREATE TABLE lesson_progress (
+        user_id         INTEGER NOT NULL REFERENCES learners(user_id) ON DELETE CASCADE,
+        lesson_id       TEXT NOT NULL,
+        slide           INTEGER NOT NULL DEFAULT 0,  -- the slide on screen, 0-based
+        furthest_slide  INTEGER NOT NULL DEFAULT 0,  -- the furthest slide reached
+        slides_read_at  TEXT,                        -- when the last slide was reached
+        completed_at    TEXT,                        -- slides read and every question answered
+        PRIMARY KEY (user_id, lesson_id)
+    );
+    CREATE TABLE quiz_polls (
+        poll_id      TEXT PRIMARY KEY,
+        user_id      INTEGER NOT NULL REFERENCES learners(user_id) ON DELETE CASCADE,
+        lesson_id    TEXT NOT NULL,
+        question_id  TEXT NOT NULL,
+        message_id   INTEGER,
+        sent_at      TEXT NOT NULL
+    );
+    CREATE TABLE quiz_answers (
+        poll_id       TEXT PRIMARY KEY REFERENCES quiz_polls(poll_id) ON DELETE CASCADE,
+        user_id       INTEGER NOT NULL REFERENCES learners(user_id) ON DELETE CASCADE,
+        lesson_id     TEXT NOT NULL,
+        question_id   TEXT NOT NULL,
+        option_index  INTEGER NOT NULL,
+        correct       INTEGER NOT NULL,
+        answered_at   TEXT NOT NULL
+    );
+    CREATE INDEX quiz_answers_by_learner ON quiz_answers (user_id, lesson_id, question_id, answered_at);
+    CREATE TABLE processed_updates (
+        update_id     INTEGER PRIMARY KEY,
+        processed_at  TEXT NOT NULL
+    );
+    """,
+)
