@@ -1,0 +1,44 @@
+# The two commands that matter: `make run` and `make test`. Both set everything up first.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYBABEL := $(VENV)/bin/pybabel
+INSTALLED := $(VENV)/.installed
+POT := locales/messages.pot
+CATALOGS := $(wildcard locales/*/LC_MESSAGES/messages.po)
+
+.PHONY: run test setup catalogs extract update lint bench clean
+
+run: setup
+	$(PY) -m bot run
+
+test: setup
+	$(PY) -m pytest
+
+setup: $(INSTALLED) catalogs
+
+$(INSTALLED): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,runner]'
+	touch $@
+
+# Compiled anew from the .po files every time, so no stale .mo is ever used;
+# the bot itself compiles its catalogs in memory at start for the same reason.
+catalogs: $(INSTALLED)
+	$(PYBABEL) compile --use-fuzzy=false -d locales -D messages --statistics 2>&1 | sed 's/^/  /'
+
+# Translator workflow: extract the strings from the code, then merge them into every catalog.
+extract: $(INSTALLED)
+	$(PYBABEL) extract --no-location --sort-output --omit-header -k N_ -o $(POT) bot
+
+update: extract
+	$(PYBABEL) update --no-fuzzy-matching -i $(POT) -d locales -D messages
+
+lint: $(INSTALLED)
+	$(PY) -m bot lint lessons
+
+bench: setup
+	$(PY) bench/bot.py
+
+clean:
+	rm -rf $(VENV) locales/*/LC_MESSAGES/*.mo

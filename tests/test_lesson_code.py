@@ -1,0 +1,679 @@
+"""Checks for the course content in lessons/en/ and the partial translation fixture.
+
+Every code sample is executed (after its hidden ``setup``) and each
+``print(...)  # -> VALUE`` line must print exactly VALUE. The samples run in
+a subprocess, one per lesson, because this process hosts the bot in other
+tests and must never import torch. Each sample gets a fresh namespace.
+
+A wrapped ``print`` tags every output with the line of the sample that
+produced it, so an expectation is compared with the output of its own line,
+not merely with "the next line of stdout".
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+import tokenize
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+EN = ROOT / "lessons" / "en"
+PARTIAL = Path(__file__).resolve().parent / "fixtures" / "partial"
+
+# Content limits (FORMAT.md's Telegram limits plus our phone-screen budget).
+SLIDES_MIN, SLIDES_MAX = 10, 14
+QUESTIONS_MIN, QUESTIONS_MAX = 2, 4
+OPTIONS_MIN, OPTIONS_MAX = 2, 10
+QUESTION_MAX = 300
+OPTION_MAX = 100
+EXPLANATION_MAX = 200
+EXPLANATION_MAX_BREAKS = 2
+SLIDE_TEXT_MAX = 220
+CODE_MAX_LINES = 10
+CODE_MAX_WIDTH = 50  # the brief's "~48", with room for one '# -> ' value
+SAMPLE_TIMEOUT = 120  # seconds per lesson subprocess
+
+ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+# A candidate expectation comment, loosely; ANNOTATION_RE is the strict form.
+ARROW_RE = re.compile(r"#\s*->")
+ANNOTATION_RE = re.compile(r"^\s*print\(.*\)\s+# -> (?P<value>.*?)\s*$")
+
+SLIDE_KEYS = {"id", "title", "text", "code", "setup"}
+QUESTION_KEYS = {"id", "question", "options", "explanation"}
+OPTION_KEYS = {"text", "correct"}
+LESSON_KEYS = {"id", "title", "summary", "slides", "quiz", "recap"}
+COURSE_KEYS = {"id", "title", "description", "lessons"}
+
+# The program that runs one lesson's samples. It reads a JSON list of
+# {"source": ...} from argv[1] and writes a JSON list of results to argv[2]:
+# {"prints": [[line or null, text], ...], "error": null or {...}}.
+RUNNER = r'''
+import builtins, io, json, sys, traceback, warnings
+
+real_print = builtins.print
+with open(sys.argv[1], encoding="utf-8") as src:
+    samples = json.load(src)
+results = []
+
+for index, sample in enumerate(samples):
+    filename = "<sample-%d>" % index
+    prints = []
+
+    def tagged_print(*args, **kwargs):
+        target = kwargs.pop("file", None)
+        if target is not None and target is not sys.stdout:
+            real_print(*args, file=target, **kwargs)
+            return
+        frame = sys._getframe(1)
+        line = frame.f_lineno if frame.f_code.co_filename == filename else None
+        buf = io.StringIO()
+        real_print(*args, file=buf, **kwargs)
+        prints.append([line, buf.getvalue()])
+
+    error = None
+    namespace = {"__name__": "__main__"}
+    builtins.print = tagged_print
+    try:
+        with warnings.catch_warnings():
+            code = compile(sample["source"], filename, "exec")
+            exec(code, namespace)
+    except BaseException as exc:
+        line = None
+        for frame, lineno in traceback.walk_tb(exc.__traceback__):
+            if frame.f_code.co_filename == filename:
+                line = lineno
+        if isinstance(exc, SyntaxError) and exc.filename == filename:
+            line = exc.lineno
+        error = {"type": type(exc).__name__, "message": str(exc)[:300],
+                 "line": line}
+    finally:
+        builtins.print = real_print
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            torch.set_grad_enabled(True)
+    results.append({"prints": prints, "error": error})
+
+with open(sys.argv[2], "w", encoding="utf-8") as out:
+    json.dump(results, out)
+'''
+
+
+# --------------------------------------------------------------------------
+# Loading
+
+
+def load_yaml(path: Path):
+    with path.open(encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+def course() -> dict:
+    return load_yaml(EN / "course.yaml")
+
+
+def lesson_files() -> list[Path]:
+    return sorted(p for p in EN.glob("*.yaml") if p.name != "course.yaml")
+
+
+LESSON_FILES = lesson_files()
+LESSON_IDS = [p.stem for p in LESSON_FILES]
+
+
+def lesson(path: Path) -> dict:
+    return load_yaml(path)
+
+
+# --------------------------------------------------------------------------
+# Samples and expectations
+
+
+def build_source(setup: str | None, code: str) -> tuple[str, int]:
+    """Return the program text and how many setup lines precede the code."""
+    setup = setup or ""
+    if setup and not setup.endswith("\n"):
+        setup += "\n"
+    return setup + code, setup.count("\n")
+
+
+def expectations(code: str) -> tuple[dict[int, str], list[str]]:
+    """Map code line number (1-based) to expected output; list bad comments."""
+    expected: dict[int, str] = {}
+    problems: list[str] = []
+    for number, line in enumerate(code.splitlines(), start=1):
+        if not ARROW_RE.search(line):
+            continue
+        match = ANNOTATION_RE.match(line)
+        if match is None:
+            problems.append(
+                f"line {number}: '# -> VALUE' must trail a one-line print(...)"
+                f" as '  # -> VALUE': {line.strip()!r}"
+            )
+        else:
+            expected[number] = match.group("value")
+    return expected, problems
+
+
+def samples_of(path: Path) -> list[dict]:
+    """The code samples of one lesson file, in slide order."""
+    found = []
+    for slide in lesson(path).get("slides") or []:
+        if not isinstance(slide, dict) or not slide.get("code"):
+            continue
+        source, offset = build_source(slide.get("setup"), slide["code"])
+        expected, problems = expectations(slide["code"])
+        found.append({
+            "where": f"{path.name}: slide {slide.get('id')!r}",
+            "source": source,
+            "offset": offset,
+            "expected": expected,
+            "problems": problems,
+        })
+    return found
+
+
+def start_runner(samples: list[dict], out_file: Path) -> subprocess.Popen:
+    in_file = out_file.with_name(out_file.stem + ".in.json")
+    in_file.write_text(
+        json.dumps([{"source": s["source"]} for s in samples]), encoding="utf-8"
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", RUNNER, str(in_file), str(out_file)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=str(out_file.parent),
+    )
+
+
+def finish_runner(proc: subprocess.Popen, out_file: Path) -> list[dict]:
+    try:
+        _, stderr = proc.communicate(timeout=SAMPLE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError(f"code samples did not finish in {SAMPLE_TIMEOUT}s")
+    if proc.returncode != 0 or not out_file.exists():
+        raise AssertionError(f"sample runner failed ({proc.returncode}):\n{stderr}")
+    return json.loads(out_file.read_text(encoding="utf-8"))
+
+
+def run_samples(samples: list[dict], out_file: Path) -> list[dict]:
+    return finish_runner(start_runner(samples, out_file), out_file)
+
+
+def compare(sample: dict, result: dict) -> list[str]:
+    """All mismatches between one sample's expectations and its run."""
+    where, offset = sample["where"], sample["offset"]
+    failures = [f"{where}: {p}" for p in sample["problems"]]
+    error = result["error"]
+    if error is not None:
+        line = error["line"]
+        at = "setup" if line is None or line <= offset else f"line {line - offset}"
+        failures.append(
+            f"{where}: {at}: raised {error['type']}: {error['message']}"
+        )
+        return failures
+
+    # Output of each annotated line, keyed by code line number.
+    produced: dict[int, list[str]] = {}
+    order: list[int] = []
+    for line, text in result["prints"]:
+        if line is None or line <= offset:
+            continue
+        code_line = line - offset
+        if code_line in sample["expected"]:
+            produced.setdefault(code_line, []).append(text)
+            order.append(code_line)
+
+    for code_line, value in sorted(sample["expected"].items()):
+        outputs = produced.get(code_line, [])
+        if len(outputs) != 1:
+            failures.append(
+                f"{where}: line {code_line}: expected one output {value!r}, "
+                f"the line printed {len(outputs)} times: {outputs!r}"
+            )
+            continue
+        text = outputs[0]
+        actual = text[:-1] if text.endswith("\n") else text
+        if actual != value:
+            failures.append(
+                f"{where}: line {code_line}: expected {value!r}, got {actual!r}"
+            )
+    if order != sorted(order):
+        failures.append(
+            f"{where}: annotated lines printed out of source order: {order}"
+        )
+    return failures
+
+
+# --------------------------------------------------------------------------
+# Running every lesson's samples: all lessons start at once, one process each.
+
+
+@pytest.fixture(scope="module")
+def lesson_runs(tmp_path_factory) -> dict[str, tuple[list[dict], list[dict]]]:
+    base = tmp_path_factory.mktemp("lesson-samples")
+    started = {}
+    for path in LESSON_FILES:
+        samples = samples_of(path)
+        out_file = base / f"{path.stem}.json"
+        started[path.stem] = (samples, out_file, start_runner(samples, out_file))
+    runs = {}
+    for stem, (samples, out_file, proc) in started.items():
+        runs[stem] = (samples, finish_runner(proc, out_file))
+    return runs
+
+
+def test_there_are_lessons():
+    assert LESSON_FILES, f"no lesson files in {EN}"
+
+
+@pytest.mark.parametrize("stem", LESSON_IDS)
+def test_code_samples_print_what_they_claim(stem, lesson_runs):
+    samples, results = lesson_runs[stem]
+    assert len(results) == len(samples)
+    failures = []
+    for sample, result in zip(samples, results):
+        failures.extend(compare(sample, result))
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("stem", LESSON_IDS)
+def test_code_samples_check_something(stem):
+    """A lesson whose samples state no output at all would test nothing."""
+    samples = samples_of(EN / f"{stem}.yaml")
+    assert samples, f"{stem}.yaml has no code samples"
+    assert sum(len(s["expected"]) for s in samples) >= len(samples), (
+        f"{stem}.yaml: fewer '# -> VALUE' lines than code samples"
+    )
+
+
+# The checker itself must be able to fail: feed it known-bad samples.
+
+CHECKER_CASES = {
+    "right": ("x = 2\nprint(x + 1)  # -> 3\n", []),
+    "wrong-value": ("print(1 + 1)  # -> 3\n", ["expected '3', got '2'"]),
+    "never-printed": (
+        "if False:\n    print(1)  # -> 1\n",
+        ["printed 0 times"],
+    ),
+    "printed-twice": (
+        "for i in range(2):\n    print(7)  # -> 7\n",
+        ["printed 2 times"],
+    ),
+    "raises": ("x = 1\nprint(x / 0)  # -> 0\n", ["line 2: raised ZeroDivisionError"]),
+    "out-of-order": (
+        "def f():\n    print('a')  # -> a\nprint('b')  # -> b\nf()\n",
+        ["out of source order"],
+    ),
+    "bad-comment": ("x = 3  # -> 3\n", ["must trail a one-line print"]),
+    "extra-line": ("print('a\\nb')  # -> a\n", ["expected 'a', got 'a\\nb'"]),
+    "fresh-namespace": ("print(x)  # -> 2\n", ["raised NameError"]),
+    "setup-line-numbers": (
+        "print(y)  # -> 5\nprint(y + 1)  # -> 7\n",
+        ["line 2: expected '7', got '6'"],
+    ),
+}
+
+
+def test_checker_catches_bad_samples(tmp_path):
+    samples = []
+    for name, (code, _) in CHECKER_CASES.items():
+        setup = "x = 2\n" if name == "right" else None
+        if name == "setup-line-numbers":
+            setup = "y = 5\nz = 0\n"
+        source, offset = build_source(setup, code)
+        expected, problems = expectations(code)
+        samples.append({"where": name, "source": source, "offset": offset,
+                        "expected": expected, "problems": problems})
+    results = run_samples(samples, tmp_path / "checker.json")
+    for sample, result, (name, (_, wanted)) in zip(
+        samples, results, CHECKER_CASES.items()
+    ):
+        failures = compare(sample, result)
+        if not wanted:
+            assert failures == [], (name, failures)
+        for fragment in wanted:
+            assert any(fragment in f for f in failures), (name, fragment, failures)
+
+
+# --------------------------------------------------------------------------
+# Structure
+
+
+def markup_problems(text: str) -> list[str]:
+    """FORMAT.md allows `code` and **bold**; an unclosed mark is an error."""
+    problems = []
+    if text.count("`") % 2:
+        problems.append("unclosed ` mark")
+    outside_code = re.sub(r"`[^`]*`", "", text)
+    if outside_code.count("**") % 2:
+        problems.append("unclosed ** mark")
+    return problems
+
+
+def one_line(value) -> bool:
+    return isinstance(value, str) and value.strip() != "" and "\n" not in value.strip()
+
+
+def test_course_lists_every_lesson_once():
+    data = course()
+    assert set(data) <= COURSE_KEYS, set(data) - COURSE_KEYS
+    assert ID_RE.match(str(data.get("id"))), data.get("id")
+    assert one_line(data.get("title"))
+    assert isinstance(data.get("description"), str) and data["description"].strip()
+    listed = data.get("lessons")
+    assert isinstance(listed, list) and listed
+    assert len(listed) == len(set(listed)), "a lesson is listed twice"
+    assert sorted(listed) == sorted(LESSON_IDS), (listed, LESSON_IDS)
+
+
+def test_lesson_ids_are_unique_across_the_course():
+    ids = [lesson(p).get("id") for p in LESSON_FILES]
+    assert len(ids) == len(set(ids)), ids
+
+
+def structure_problems(data: dict) -> list[str]:
+    problems: list[str] = []
+    add = problems.append
+
+    if not isinstance(data, dict):
+        return ["lesson is not a mapping"]
+    if set(data) - LESSON_KEYS:
+        add(f"unknown keys {sorted(set(data) - LESSON_KEYS)}")
+    if not ID_RE.match(str(data.get("id"))):
+        add(f"bad lesson id {data.get('id')!r}")
+    for key in ("title", "summary"):
+        if not one_line(data.get(key)):
+            add(f"{key} must be one non-empty line")
+    for key in ("summary", "recap"):
+        for p in markup_problems(str(data.get(key) or "")):
+            add(f"{key}: {p}")
+    recap = data.get("recap")
+    if not isinstance(recap, str) or not recap.strip():
+        add("recap is missing")
+    elif len(re.findall(r"[.!?](?:\s|$)", recap.strip())) > 3:
+        add("recap has more than 3 sentences")
+
+    slides = data.get("slides") or []
+    if not SLIDES_MIN <= len(slides) <= SLIDES_MAX:
+        add(f"{len(slides)} slides, want {SLIDES_MIN}-{SLIDES_MAX}")
+    seen: set = set()
+    for slide in slides:
+        sid = slide.get("id")
+        at = f"slide {sid!r}"
+        if set(slide) - SLIDE_KEYS:
+            add(f"{at}: unknown keys {sorted(set(slide) - SLIDE_KEYS)}")
+        if not ID_RE.match(str(sid)):
+            add(f"{at}: bad id")
+        if sid in seen:
+            add(f"{at}: duplicate id")
+        seen.add(sid)
+        if not one_line(slide.get("title")):
+            add(f"{at}: title must be one non-empty line")
+        text = slide.get("text")
+        if not isinstance(text, str) or not text.strip():
+            add(f"{at}: text is missing")
+            text = ""
+        if len(text.strip()) > SLIDE_TEXT_MAX:
+            add(f"{at}: text is {len(text.strip())} chars, max {SLIDE_TEXT_MAX}")
+        for p in markup_problems(text):
+            add(f"{at}: {p}")
+        if "setup" in slide and "code" not in slide:
+            add(f"{at}: setup without code")
+        for key in ("code", "setup"):
+            if key in slide and not (isinstance(slide[key], str) and slide[key].strip()):
+                add(f"{at}: {key} is empty")
+        code = slide.get("code")
+        if isinstance(code, str):
+            lines = code.rstrip("\n").splitlines()
+            if len(lines) > CODE_MAX_LINES:
+                add(f"{at}: code has {len(lines)} lines, max {CODE_MAX_LINES}")
+            for n, line in enumerate(lines, start=1):
+                if len(line) > CODE_MAX_WIDTH:
+                    add(f"{at}: code line {n} is {len(line)} chars, max {CODE_MAX_WIDTH}")
+        for key in ("code", "setup"):
+            if isinstance(slide.get(key), str) and not slide[key].isascii():
+                add(f"{at}: {key} is not plain ASCII")
+
+    quiz = data.get("quiz") or []
+    if not QUESTIONS_MIN <= len(quiz) <= QUESTIONS_MAX:
+        add(f"{len(quiz)} questions, want {QUESTIONS_MIN}-{QUESTIONS_MAX}")
+    seen = set()
+    for q in quiz:
+        qid = q.get("id")
+        at = f"question {qid!r}"
+        if set(q) - QUESTION_KEYS:
+            add(f"{at}: unknown keys {sorted(set(q) - QUESTION_KEYS)}")
+        if not ID_RE.match(str(qid)):
+            add(f"{at}: bad id")
+        if qid in seen:
+            add(f"{at}: duplicate id")
+        seen.add(qid)
+        question = q.get("question")
+        if not isinstance(question, str) or not question.strip():
+            add(f"{at}: question is missing")
+        elif len(question.strip()) > QUESTION_MAX:
+            add(f"{at}: question is {len(question.strip())} chars, max {QUESTION_MAX}")
+        options = q.get("options") or []
+        if not OPTIONS_MIN <= len(options) <= OPTIONS_MAX:
+            add(f"{at}: {len(options)} options, want {OPTIONS_MIN}-{OPTIONS_MAX}")
+        texts = []
+        correct = 0
+        for opt in options:
+            if not isinstance(opt, dict) or set(opt) - OPTION_KEYS:
+                add(f"{at}: bad option {opt!r}")
+                continue
+            otext = opt.get("text")
+            if not one_line(otext):
+                add(f"{at}: option text must be one non-empty line: {otext!r}")
+                continue
+            texts.append(otext.strip())
+            if len(otext.strip()) > OPTION_MAX:
+                add(f"{at}: option is {len(otext.strip())} chars, max {OPTION_MAX}")
+            if "correct" in opt and opt["correct"] is not True:
+                add(f"{at}: write correct: true or leave it out")
+            correct += opt.get("correct") is True
+        if correct != 1:
+            add(f"{at}: {correct} correct options, want exactly 1")
+        if len(texts) != len(set(texts)):
+            add(f"{at}: duplicate options")
+        expl = q.get("explanation")
+        if not isinstance(expl, str) or not expl.strip():
+            add(f"{at}: explanation is missing")
+        else:
+            expl = expl.strip()
+            if len(expl) > EXPLANATION_MAX:
+                add(f"{at}: explanation is {len(expl)} chars, max {EXPLANATION_MAX}")
+            if expl.count("\n") > EXPLANATION_MAX_BREAKS:
+                add(f"{at}: explanation has more than {EXPLANATION_MAX_BREAKS} line breaks")
+    return problems
+
+
+@pytest.mark.parametrize("stem", LESSON_IDS)
+def test_lesson_structure(stem):
+    problems = structure_problems(lesson(EN / f"{stem}.yaml"))
+    assert not problems, "\n".join(f"{stem}.yaml: {p}" for p in problems)
+
+
+def test_structure_check_catches_bad_lessons():
+    good = lesson(LESSON_FILES[0])
+    assert structure_problems(good) == []
+
+    def broken(change):
+        data = yaml.safe_load(yaml.safe_dump(good))
+        change(data)
+        return "\n".join(structure_problems(data))
+
+    assert "slides, want" in broken(lambda d: d["slides"].__delitem__(slice(3, None)))
+    assert "duplicate id" in broken(
+        lambda d: d["slides"][1].__setitem__("id", d["slides"][0]["id"]))
+    assert "2 correct options" in broken(
+        lambda d: d["quiz"][0]["options"][1].__setitem__("correct", True))
+    assert "0 correct options" in broken(
+        lambda d: d["quiz"][0]["options"][0].pop("correct"))
+    assert "explanation is" in broken(
+        lambda d: d["quiz"][0].__setitem__("explanation", "x" * 201))
+    assert "line breaks" in broken(
+        lambda d: d["quiz"][0].__setitem__("explanation", "a\nb\nc\nd"))
+    assert "question is" in broken(
+        lambda d: d["quiz"][0].__setitem__("question", "q" * 301))
+    assert "option is" in broken(
+        lambda d: d["quiz"][0]["options"][1].__setitem__("text", "o" * 101))
+    assert "questions, want" in broken(lambda d: d["quiz"].__delitem__(slice(1, None)))
+    assert "bad id" in broken(lambda d: d["slides"][0].__setitem__("id", "Bad_Id"))
+    assert "unclosed ` mark" in broken(
+        lambda d: d["slides"][0].__setitem__("text", "a `b"))
+    assert "unclosed ** mark" in broken(
+        lambda d: d["slides"][0].__setitem__("text", "a **b"))
+    assert "code line 1" in broken(
+        lambda d: d["slides"][0].__setitem__("code", "x = 1" + " " * 60 + "\n"))
+
+
+# --------------------------------------------------------------------------
+# The partial Russian translation fixture
+
+
+def strip_comments(code: str) -> list[str]:
+    """Code lines without comments, except the '# -> VALUE' expectations."""
+    kept: dict[int, str] = {}
+    lines = code.splitlines()
+    cuts: dict[int, int] = {}
+    for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+        if tok.type == tokenize.COMMENT and not tok.string.startswith("# -> "):
+            cuts[tok.start[0]] = tok.start[1]
+    for n, line in enumerate(lines, start=1):
+        kept[n] = (line[: cuts[n]] if n in cuts else line).rstrip()
+    return [kept[n] for n in sorted(kept) if kept[n]]
+
+
+def ordered_subset(part: list, whole: list) -> bool:
+    it = iter(whole)
+    return all(x in it for x in part)
+
+
+def translation_problems(tr: dict, en: dict) -> list[str]:
+    problems: list[str] = []
+    add = problems.append
+    allowed = {"lesson", "title", "summary", "slides", "quiz", "recap"}
+    if set(tr) - allowed:
+        add(f"unknown keys {sorted(set(tr) - allowed)}")
+    if tr.get("lesson") != en["id"]:
+        add(f"lesson {tr.get('lesson')!r} is not {en['id']!r}")
+
+    en_slides = {s["id"]: s for s in en["slides"]}
+    tr_slides = tr.get("slides") or []
+    ids = [s.get("id") for s in tr_slides]
+    if not set(ids) <= set(en_slides):
+        add(f"slides not in English: {sorted(set(ids) - set(en_slides))}")
+    elif not ordered_subset(ids, list(en_slides)) or len(ids) != len(set(ids)):
+        add("slides are out of English order or repeated")
+    for s in tr_slides:
+        at = f"slide {s.get('id')!r}"
+        extra = set(s) - {"id", "title", "text", "code"}
+        if extra:
+            add(f"{at}: unknown keys {sorted(extra)}")
+        for key in ("title", "text"):
+            if key in s and not (isinstance(s[key], str) and s[key].strip()):
+                add(f"{at}: empty {key}")
+        if len(str(s.get("text") or "").strip()) > SLIDE_TEXT_MAX + 60:
+            add(f"{at}: text too long for a phone screen")
+        for p in markup_problems(str(s.get("text") or "")):
+            add(f"{at}: {p}")
+        if "code" in s:
+            english = en_slides.get(s.get("id"), {}).get("code")
+            if english is None:
+                add(f"{at}: code on a slide that has none in English")
+            elif strip_comments(s["code"]) != strip_comments(english):
+                add(f"{at}: code differs from English beyond comments")
+
+    en_quiz = {q["id"]: q for q in en["quiz"]}
+    tr_quiz = tr.get("quiz") or []
+    qids = [q.get("id") for q in tr_quiz]
+    if not set(qids) <= set(en_quiz):
+        add(f"questions not in English: {sorted(set(qids) - set(en_quiz))}")
+    elif not ordered_subset(qids, list(en_quiz)) or len(qids) != len(set(qids)):
+        add("questions are out of English order or repeated")
+    for q in tr_quiz:
+        at = f"question {q.get('id')!r}"
+        en_q = en_quiz.get(q.get("id"))
+        if set(q) - QUESTION_KEYS:
+            add(f"{at}: unknown keys {sorted(set(q) - QUESTION_KEYS)}")
+        if len(str(q.get("question") or "")) > QUESTION_MAX:
+            add(f"{at}: question too long")
+        options = q.get("options")
+        if options is not None:
+            if en_q is not None and len(options) != len(en_q["options"]):
+                add(f"{at}: {len(options)} options, English has {len(en_q['options'])}")
+            for opt in options:
+                if not isinstance(opt, str):
+                    add(f"{at}: option {opt!r} must be plain text (no `correct`)")
+                elif len(opt) > OPTION_MAX:
+                    add(f"{at}: option too long")
+        expl = q.get("explanation")
+        if expl is not None:
+            if len(expl.strip()) > EXPLANATION_MAX:
+                add(f"{at}: explanation is {len(expl.strip())} chars")
+            if expl.strip().count("\n") > EXPLANATION_MAX_BREAKS:
+                add(f"{at}: explanation has too many line breaks")
+    return problems
+
+
+def test_partial_translation_fixture_matches_english():
+    ru = PARTIAL / "ru"
+    meta = load_yaml(ru / "course.yaml")
+    assert set(meta) == {"title", "description"}, set(meta)
+    assert re.search("[а-яА-Я]", meta["title"] + meta["description"])
+
+    translated = sorted(p for p in ru.glob("*.yaml") if p.name != "course.yaml")
+    assert [p.name for p in translated] == ["03-grad.yaml"]
+    tr = load_yaml(translated[0])
+    en = lesson(EN / "03-grad.yaml")
+    problems = translation_problems(tr, en)
+    assert not problems, "\n".join(problems)
+
+    # It must really be partial: some slides, one question, no recap.
+    n_tr, n_en = len(tr.get("slides") or []), len(en["slides"])
+    assert 0 < n_tr < n_en, (n_tr, n_en)
+    assert 0 < len(tr.get("quiz") or []) < len(en["quiz"])
+    assert "recap" not in tr
+    assert tr.get("title") and tr.get("summary")
+
+
+def test_translation_check_catches_bad_fixtures():
+    en = lesson(EN / "03-grad.yaml")
+    tr = load_yaml(PARTIAL / "ru" / "03-grad.yaml")
+    assert translation_problems(tr, en) == []
+
+    def broken(change):
+        data = yaml.safe_load(yaml.safe_dump(tr, allow_unicode=True))
+        change(data)
+        return "\n".join(translation_problems(data, en))
+
+    assert "not in English" in broken(
+        lambda d: d["slides"].append({"id": "no-such-slide", "title": "x"}))
+    assert "out of English order" in broken(lambda d: d["slides"].reverse())
+    assert "options, English has" in broken(
+        lambda d: d["quiz"][0]["options"].pop())
+    assert "plain text" in broken(
+        lambda d: d["quiz"][0]["options"].__setitem__(0, {"text": "a", "correct": True}))
+    assert "is not" in broken(lambda d: d.__setitem__("lesson", "grad-x"))
+    coded = next(s for s in tr["slides"] if "code" in s)
+    assert "beyond comments" in broken(
+        lambda d: next(s for s in d["slides"] if s["id"] == coded["id"])
+        .__setitem__("code", coded["code"].replace("(", "( 1 +", 1)))
+
+
+# --------------------------------------------------------------------------
+
+
+def test_this_process_never_imported_torch():
+    assert "torch" not in sys.modules
