@@ -119,12 +119,16 @@ class Database:
                 f"coursebot knows ({len(MIGRATIONS)}); run a newer coursebot or restore a backup"
             )
         for number in range(version + 1, len(MIGRATIONS) + 1):
-            async with self._write() as conn:
-                for statement in MIGRATIONS[number - 1].split(";"):
-                    if statement.strip():
-                        await conn.execute(statement)
-                # PRAGMA takes no bound parameters; number is our own integer.
-                await conn.execute(f"PRAGMA user_version = {int(number)}")
+            # One script, one transaction: a migration and its version number land together or not at all.
+            # PRAGMA takes no bound parameters; number is our own integer.
+            script = f"BEGIN IMMEDIATE;\n{MIGRATIONS[number - 1]};\nPRAGMA user_version = {int(number)};\nCOMMIT;"
+            async with self._writer:
+                try:
+                    await self._conn.executescript(script)
+                except sqlite3.Error:
+                    if self._conn.in_transaction:
+                        await self._conn.execute("ROLLBACK")
+                    raise
             log.info("database %s migrated to schema version %d", self.path, number)
 
     async def close(self) -> None:

@@ -1,0 +1,68 @@
+"""Fixtures that build real things: the loopback Bot API stand-in, a SQLite file, the running bot."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from bot.app import CourseBot
+from bot.config import Config
+from tests.standin import BotApiStandin
+
+ROOT = Path(__file__).resolve().parent.parent
+LESSONS = ROOT / "lessons"
+LOCALES = ROOT / "locales"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture
+async def standin() -> AsyncIterator[BotApiStandin]:
+    """A Bot API stand-in on 127.0.0.1 that enforces Telegram's rules."""
+    async with BotApiStandin() as api:
+        yield api
+
+
+@pytest.fixture
+def config(standin: BotApiStandin, tmp_path: Path) -> Config:
+    """Configuration pointing the bot at the stand-in, with a fresh database file."""
+    return Config(
+        token=standin.token,
+        api_base_url=standin.api_base_url,
+        db_path=tmp_path / "data" / "coursebot.sqlite3",
+        lessons_dir=LESSONS,
+        locales_dir=LOCALES,
+        max_retries=3,
+    )
+
+
+@asynccontextmanager
+async def running(config: Config) -> AsyncIterator[CourseBot]:
+    """Run the bot, polling the stand-in, for the duration of the block."""
+    async with CourseBot(config) as bot:
+        yield bot
+
+
+@pytest.fixture
+async def bot(config: Config) -> AsyncIterator[CourseBot]:
+    """The bot, running against the stand-in."""
+    async with running(config) as course_bot:
+        yield course_bot
+
+
+@pytest.fixture
+def partial_content(tmp_path: Path) -> Path:
+    """A copy of lessons/ plus the partial Russian translation fixture."""
+    target = tmp_path / "lessons"
+    shutil.copytree(LESSONS, target)
+    shutil.copytree(FIXTURES / "partial" / "ru", target / "ru")
+    return target
+
+
+def with_lessons(config: Config, lessons_dir: Path, locales_dir: Path | None = None) -> Config:
+    """Return ``config`` reading lessons (and catalogs) from elsewhere."""
+    return replace(config, lessons_dir=lessons_dir, locales_dir=locales_dir or config.locales_dir)

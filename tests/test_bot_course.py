@@ -1,0 +1,91 @@
+"""A learner takes the whole course through the bot's real HTTP stack, against the loopback stand-in."""
+
+from __future__ import annotations
+
+from bot.lint import load_valid
+from tests.conftest import LESSONS, LOCALES
+from tests.journey import answer_quiz, button_texts, position, read_slides, send_and_wait, tap_and_wait_edit
+
+COURSE = load_valid(LESSONS, LOCALES).english
+
+
+async def test_a_learner_takes_all_four_lessons_and_progress_shows_the_course_complete(bot, standin):
+    ada = standin.learner(user_id=1001, language_code="en")
+    menu = await send_and_wait(ada, "/start")
+    assert COURSE.title in menu["text"]
+    for lesson in COURSE.lessons:
+        assert f"{lesson.number}. " in menu["text"]
+    assert menu["text"].count("not started") == 4
+    assert button_texts(menu)[0] == "▶ Start the course"
+
+    message = await tap_and_wait_edit(ada, menu, "Start the course")
+    for lesson in COURSE.lessons:
+        assert position(message) == (1, len(lesson.slides))
+        assert lesson.slides[0].title in message["text"]
+        last = await read_slides(ada, message, lesson)
+        assert "Quick Check" in " ".join(button_texts(last))
+        result = await answer_quiz(ada, last, lesson)
+        assert f"{len(lesson.quiz)} of {len(lesson.quiz)} correct" in result["text"]
+        assert "Recap" in result["text"]
+        following = COURSE.next_lesson(lesson)
+        if following is None:
+            assert not any(t.startswith("Next lesson") for t in button_texts(result))
+            break
+        message = await tap_and_wait_edit(ada, result, "Next lesson")
+        assert following.slides[0].title in message["text"]
+
+    report = await send_and_wait(ada, "/progress")
+    assert "4 of 4 lessons done" in report["text"]
+    assert f"{COURSE.question_count} of {COURSE.question_count} questions correct (100%)" in report["text"]
+    assert "The course is complete" in report["text"]
+    assert standin.errors() == []
+
+
+async def test_slides_show_code_as_a_python_code_block(bot, standin):
+    ada = standin.learner(user_id=1002)
+    menu = await send_and_wait(ada, "/start")
+    slide = await tap_and_wait_edit(ada, menu, "Start the course")
+    pre = [e for e in slide["entities"] if e["type"] == "pre"]
+    assert pre and pre[0]["language"] == "python"
+    assert COURSE.lessons[0].slides[0].code.splitlines()[0] in slide["text"]
+    assert button_texts(slide) == ["Next ▶", "☰ Lessons"]
+    second = await tap_and_wait_edit(ada, slide, "Next")
+    assert button_texts(second) == ["◀ Back", "Next ▶", "☰ Lessons"]
+    back = await tap_and_wait_edit(ada, second, "Back")
+    assert position(back) == (1, len(COURSE.lessons[0].slides))
+
+
+async def test_a_missed_question_can_be_retaken_alone(bot, standin):
+    ada = standin.learner(user_id=1003)
+    lesson = COURSE.lessons[0]
+    menu = await send_and_wait(ada, "/start")
+    last = await read_slides(ada, await tap_and_wait_edit(ada, menu, "Start the course"), lesson)
+    result = await answer_quiz(ada, last, lesson, wrong={1})
+    assert f"{len(lesson.quiz) - 1} of {len(lesson.quiz)} correct" in result["text"]
+    assert "↻ Retake the question I missed" in button_texts(result)
+
+    since = ada.cursor()
+    await ada.tap(result, "Retake")
+    poll = await ada.wait_message(lambda m: "poll" in m, since=since)
+    assert poll["poll"]["question"] == lesson.quiz[1].question
+    since = ada.cursor()
+    await ada.answer_poll(poll, poll["poll"]["correct_option_ids"][0])
+    again = await ada.wait_message(since=since)
+    assert f"{len(lesson.quiz)} of {len(lesson.quiz)} correct" in again["text"]
+    assert not any("Retake" in t for t in button_texts(again))
+    # Every answer is recorded: the wrong one and the retake.
+    assert await bot.db.answer_count(1003) == len(lesson.quiz) + 1
+
+
+async def test_the_lesson_list_shows_each_lessons_state(bot, standin):
+    ada = standin.learner(user_id=1004)
+    lesson = COURSE.lessons[0]
+    menu = await send_and_wait(ada, "/start")
+    slide = await tap_and_wait_edit(ada, menu, "Start the course")
+    slide = await tap_and_wait_edit(ada, slide, "Next")
+    slide = await tap_and_wait_edit(ada, slide, "Next")
+    menu = await send_and_wait(ada, "/lessons")
+    assert f"in progress, slide 3 of {len(lesson.slides)}" in menu["text"]
+    assert button_texts(menu)[0] == "▶ Continue: lesson 1, slide 3"
+    resumed = await tap_and_wait_edit(ada, menu, "Continue")
+    assert position(resumed) == (3, len(lesson.slides))
