@@ -23,12 +23,20 @@ async def open_place(
     saved = progress.get(place.lesson.id, NOT_STARTED)
     if stage(saved) is Stage.QUIZ and learner.quiz_lesson_id == place.lesson.id and learner.quiz_poll_id:
         return await resume_quiz(update, context, place.lesson)
-    await _show_slide(update, context, place)
+    await _show_slide(update, context, place, saved)
     return None
 
 
-async def _show_slide(update: Update, context: CourseContext, place: Place) -> None:
+def _already_shown(context: CourseContext, message_id: int, place: Place, saved: LessonProgress) -> bool:
+    learner = context.learner
+    return (learner.reader_message_id == message_id and learner.reader_view == "slide"
+            and learner.lesson_id == place.lesson.id and saved.started and saved.slide == place.slide)
+
+
+async def _show_slide(update: Update, context: CourseContext, place: Place, saved: LessonProgress) -> None:
     query = update.callback_query
+    if _already_shown(context, query.message.message_id, place, saved):
+        return  # the second tap of a double tap: the slide is on screen already
     chat_id = query.message.chat.id
     screen = render.slide(context.course, place.lesson, place.slide)
     message_id = await show(context, query.message, chat_id, screen)
@@ -48,9 +56,9 @@ async def show_slide(update: Update, context: CourseContext, data: ShowSlide) ->
     saved = (await context.services.db.progress(context.learner.user_id)).get(lesson.id, NOT_STARTED)
     if not can_show(lesson, saved, data.slide):
         # A forged or out-of-date button: show the learner's real place instead.
-        await _show_slide(update, context, Place(lesson, min(saved.slide, lesson.last_slide)))
+        await _show_slide(update, context, Place(lesson, min(saved.slide, lesson.last_slide)), saved)
         return _("That button is out of date. Here is where you are.")
-    await _show_slide(update, context, Place(lesson, data.slide))
+    await _show_slide(update, context, Place(lesson, data.slide), saved)
     return None
 
 
