@@ -8,7 +8,7 @@ from typing import ClassVar
 
 MAX_BYTES = 64  # Telegram refuses longer callback_data with BUTTON_DATA_INVALID
 SEPARATOR = ":"
-_FIELD = re.compile(r"^[a-z0-9-]{1,40}$")
+_FIELD = re.compile(r"[a-z0-9-]{1,40}")  # always used with fullmatch: '$' would allow a trailing newline
 
 
 class CallbackDataError(ValueError):
@@ -33,8 +33,9 @@ class CallbackData:
         """Return the callback_data string, refusing values Telegram or unpack would reject."""
         parts = [self.prefix]
         for f in fields(self):
-            value = str(getattr(self, f.name))
-            if not _FIELD.match(value):
+            raw = getattr(self, f.name)
+            value = str(raw)
+            if isinstance(raw, int) and raw < 0 or not _FIELD.fullmatch(value):
                 raise ValueError(
                     f"{type(self).__name__}.{f.name}={value!r}: use 1-40 of a-z, 0-9 and '-' "
                     "(shorten the id in the lesson file)"
@@ -57,7 +58,7 @@ class CallbackData:
         if cls is None:
             raise CallbackDataError(f"unknown callback prefix in {data!r}")
         declared = fields(cls)
-        if len(values) != len(declared) or not all(_FIELD.match(v) for v in values):
+        if len(values) != len(declared) or not all(_FIELD.fullmatch(v) for v in values):
             raise CallbackDataError(f"malformed callback data {data!r}")
         parsed = {}
         for f, value in zip(declared, values):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -75,7 +76,7 @@ def _number(env: Mapping[str, str], name: str, default, cast, minimum):
         value = cast(raw)
     except ValueError:
         raise ConfigError(f"{name} must be a number, got {raw!r}.") from None
-    if value < minimum:
+    if not math.isfinite(value) or value < minimum:
         raise ConfigError(f"{name} must be at least {minimum}, got {raw!r}.")
     return value
 

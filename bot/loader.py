@@ -13,7 +13,9 @@ from bot import markup
 from bot.course import SOURCE_LANGUAGE, Content, Course, Lesson, Question, Slide, Source, untranslated
 from bot.errors import Problem
 
-ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")  # used with fullmatch: '$' would allow a trailing newline
+# A lesson id travels in button data (64 bytes in all, with a prefix and a slide number).
+LESSON_ID_MAX = 32
 LANGUAGE_DIR = re.compile(r"^[a-z]{2,3}(_[A-Z][a-zA-Z]{1,3})?$")
 
 
@@ -31,8 +33,31 @@ class _Seq(list):
     item_lines: list[int]
 
 
+class _Typed(str):
+    """A scalar YAML would read as a number or boolean, kept as the author wrote it.
+
+    Text fields then show `6.` as `6.`, not `6.0`, and `Yes` as `Yes`, not `True`.
+    """
+
+    value: object
+
+
 class _Loader(yaml.SafeLoader):
     duplicate_keys: list[tuple[int, str]]
+    bad_keys: list[int]
+
+
+def _construct_typed(loader: _Loader, node: yaml.ScalarNode) -> _Typed:
+    typed = _Typed(node.value)
+    typed.value = _TYPED_CONSTRUCTORS[node.tag](loader, node)
+    return typed
+
+
+_TYPED_CONSTRUCTORS = {
+    "tag:yaml.org,2002:bool": yaml.SafeLoader.construct_yaml_bool,
+    "tag:yaml.org,2002:int": yaml.SafeLoader.construct_yaml_int,
+    "tag:yaml.org,2002:float": yaml.SafeLoader.construct_yaml_float,
+}
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> _Map:
@@ -41,8 +66,11 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> _Map:
     result.line = node.start_mark.line + 1
     result.key_lines = {}
     for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
         line = key_node.start_mark.line + 1
+        if not isinstance(key_node, yaml.ScalarNode):
+            loader.bad_keys.append(line)
+            continue
+        key = str(loader.construct_object(key_node, deep=True))
         if key in result:
             # PyYAML keeps the last value silently; an author deserves to know.
             loader.duplicate_keys.append((line, str(key)))
@@ -60,6 +88,8 @@ def _construct_sequence(loader: _Loader, node: yaml.SequenceNode) -> _Seq:
 
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+for _tag in _TYPED_CONSTRUCTORS:
+    _Loader.add_constructor(_tag, _construct_typed)
 
 
 class _File:
@@ -77,6 +107,7 @@ class _File:
             return
         loader = _Loader(text)
         loader.duplicate_keys = []
+        loader.bad_keys = []
         try:
             self.data = loader.get_single_data()
         except yaml.YAMLError as exc:
@@ -89,6 +120,8 @@ class _File:
             loader.dispose()
         for line, key in loader.duplicate_keys:
             self.problem(line, f"duplicate key '{key}'")
+        for line in loader.bad_keys:
+            self.problem(line, "a key must be plain text, like 'title'")
         if self.data is None:
             self.problem(1, "the file is empty")
         elif not isinstance(self.data, _Map):
@@ -119,8 +152,8 @@ class _File:
                     ok = False
                 continue
             value = node[key]
-            if kind is str and isinstance(value, (int, float)) and not isinstance(value, bool):
-                value = str(value)
+            if isinstance(value, _Typed):
+                value = str(value) if kind is str else value.value
             if not isinstance(value, kind):
                 self.problem(node.key_lines[key], f"{where}: '{key}' must be {_KIND_NAMES[kind]}")
                 ok = False
@@ -173,7 +206,7 @@ def _unique_ids(file: _File, items: list[tuple[int, _Map]], what: str) -> list[t
             file.problem(line, f"{what} without an 'id'")
             continue
         item_id = str(item_id)
-        if not ID.match(item_id):
+        if not ID.fullmatch(item_id):
             file.problem(item.key_lines["id"], f"{what} id '{item_id}' must be lowercase words joined by '-'")
             continue
         if item_id in seen:
@@ -199,8 +232,10 @@ def _read_english_lesson(file: _File, number: int) -> Lesson | None:
     quiz = [_read_question(file, line, item, item_id) for line, item, item_id in _unique_ids(file, _items(file, data, "quiz", "lesson"), "question")]
     if top is None:
         return None
-    if top.get("id") and not ID.match(top["id"]):
+    if not ID.fullmatch(top["id"]):
         file.problem(data.key_lines["id"], f"lesson id '{top['id']}' must be lowercase words joined by '-'")
+    elif len(top["id"]) > LESSON_ID_MAX:
+        file.problem(data.key_lines["id"], f"lesson id '{top['id']}' is longer than {LESSON_ID_MAX} characters")
     for key in ("title", "summary", "recap"):
         file.markup(data, key, "lesson")
     _count(file, data, "slides", len(data["slides"]), SLIDE_COUNT, "slides")
@@ -261,7 +296,7 @@ def _read_question(file: _File, line: int, item: _Map, question_id: str) -> Ques
             options.append(fields["text"])
             if fields.get("correct"):
                 correct.append(index)
-        elif isinstance(option, (str, int, float)) and str(option).strip():
+        elif isinstance(option, str) and option.strip():
             options.append(str(option).strip())
         else:
             file.problem(opt_line, f"{where}: option {index + 1} must be text or a mapping with 'text'")
@@ -327,7 +362,7 @@ def _read_translation(file: _File, english: Lesson) -> Lesson:
                 f"{where}: has {len(options)} options, the English question has {len(source.options)}",
             )
             continue
-        if any(isinstance(o, _Map) for o in options):
+        if any(not isinstance(o, str) or not o.strip() for o in options):
             file.problem(
                 item.key_lines["options"],
                 f"{where}: list options as plain text; the correct answer comes from English",

@@ -99,7 +99,7 @@ class Database:
             raise StorageError(f"cannot open the database {path}: {exc}") from exc
         db = cls(conn, path)
         try:
-            await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            await conn.execute("PRAGMA busy_timeout = 5000")  # = BUSY_TIMEOUT_MS
             mode = await (await conn.execute("PRAGMA journal_mode = WAL")).fetchone()
             if mode[0].lower() != "wal":
                 log.warning("SQLite refused WAL mode for %s (journal_mode=%s)", path, mode[0])
@@ -109,6 +109,9 @@ class Database:
         except sqlite3.DatabaseError as exc:
             await conn.close()
             raise StorageError(f"the database {path} is unusable: {exc}") from exc
+        except BaseException:
+            await conn.close()
+            raise
         return db
 
     async def _migrate(self) -> None:
@@ -184,17 +187,19 @@ class Database:
 
     async def learner(self, user_id: int, chat_id: int, telegram_language: str | None) -> Learner:
         """Return the learner, creating them on first contact and noting Telegram's language."""
+        found = await self.find_learner(user_id)
+        # Poll answers carry no language_code; keep the last one Telegram sent.
+        language = telegram_language or (found.telegram_language if found else None)
+        if found is not None and found.chat_id == chat_id and found.telegram_language == language:
+            return found  # the common case: nothing to write
         now = _now()
         async with self._write() as conn:
             await conn.execute(
                 "INSERT INTO learners (user_id, chat_id, telegram_language, created_at, updated_at)"
                 " VALUES (?, ?, ?, ?, ?)"
                 " ON CONFLICT (user_id) DO UPDATE SET chat_id = excluded.chat_id,"
-                # Poll answers carry no language_code; keep the last one Telegram sent.
-                " telegram_language = coalesce(excluded.telegram_language, telegram_language)"
-                " WHERE chat_id IS NOT excluded.chat_id OR telegram_language IS NOT"
-                " coalesce(excluded.telegram_language, telegram_language)",
-                (user_id, chat_id, telegram_language, now, now),
+                " telegram_language = excluded.telegram_language, updated_at = excluded.updated_at",
+                (user_id, chat_id, language, now, now),
             )
         found = await self.find_learner(user_id)
         assert found is not None
@@ -369,7 +374,7 @@ def backup(source: Path, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
     try:
-        with closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)) as src, \
+        with closing(sqlite3.connect(source.resolve().as_uri() + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)) as src, \
                 closing(sqlite3.connect(partial)) as dst:
             src.backup(dst)
         # Only a complete copy takes the target's name, so a failed backup never leaves half a file.

@@ -1,0 +1,146 @@
+"""Callback data: packed and unpacked in one place, within Telegram's 64 bytes, never trusted."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot import callbacks
+from bot.callbacks import (
+    CallbackData,
+    CallbackDataError,
+    ConfirmReset,
+    Continue,
+    OpenLesson,
+    RetakeMissed,
+    ShowMenu,
+    ShowSlide,
+    StartQuiz,
+    matches,
+)
+
+EXAMPLES = [
+    ShowSlide("requires-grad", 0),
+    ShowSlide("no-grad", 12),
+    OpenLesson("backward"),
+    Continue(),
+    Continue("lesson"),
+    ShowMenu(),
+    StartQuiz("grad"),
+    RetakeMissed("grad"),
+    ConfirmReset("yes"),
+    ConfirmReset("no"),
+]
+
+
+def _subclasses(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _subclasses(sub)
+
+
+def test_every_callback_data_subclass_has_an_example():
+    assert {type(e) for e in EXAMPLES} == set(_subclasses(CallbackData))
+
+
+@pytest.mark.parametrize("data", EXAMPLES, ids=repr)
+def test_pack_then_unpack_gives_back_the_same_data(data):
+    packed = data.pack()
+    assert len(packed.encode()) <= 64
+    assert CallbackData.unpack(packed) == data
+    assert type(CallbackData.unpack(packed)) is type(data)
+
+
+def test_packed_form_is_prefix_and_fields_joined_by_colons():
+    assert ShowSlide("grad", 3).pack() == "s:grad:3"
+    assert Continue().pack() == "c:course"
+    assert ConfirmReset("yes").pack() == "x:yes"
+
+
+def test_unpacked_slide_is_an_int():
+    assert CallbackData.unpack("s:grad:7").slide == 7
+
+
+def test_prefixes_are_unique():
+    prefixes = [cls.prefix for cls in _subclasses(CallbackData)]
+    assert len(prefixes) == len(set(prefixes))
+
+
+def test_a_subclass_reusing_a_prefix_is_refused():
+    with pytest.raises(TypeError):
+        class Again(CallbackData, prefix="s"):  # noqa: F841 - the definition itself must fail
+            pass
+
+
+def test_data_over_64_bytes_is_refused_at_pack_asking_for_shorter_ids():
+    data = ShowSlide("a" * 40, 10**39)  # each field is valid alone; together 83 bytes
+    with pytest.raises(ValueError) as caught:
+        data.pack()
+    message = str(caught.value)
+    assert "64" in message
+    assert "shorter ids" in message
+
+
+@pytest.mark.parametrize("lesson", ["a" * 41, "Grad", "grad_3", "", "урок"])
+def test_an_id_callbacks_cannot_carry_is_refused_at_pack_asking_to_shorten_it(lesson):
+    with pytest.raises(ValueError) as caught:
+        OpenLesson(lesson).pack()
+    assert "OpenLesson.lesson" in str(caught.value)
+    assert "shorten the id" in str(caught.value)
+
+
+def test_a_negative_slide_is_refused_at_pack():
+    with pytest.raises(ValueError):
+        ShowSlide("grad", -1).pack()
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        None,
+        "",
+        "z:grad",  # unknown prefix
+        "grad",  # no prefix at all
+        "s:grad",  # too few fields
+        "s:grad:1:2",  # too many fields
+        "c",  # a field missing
+        "c:",  # an empty field
+        "s:grad:one",  # a slide that is not a number
+        "s:grad:-1",
+        "s:grad:1.5",
+        "s:grad: 1",
+        "s:grad:١",  # an Arabic-Indic digit
+        "l:урок",  # non-ASCII
+        "l:grad✓",
+        "l:Grad",
+        "l:grad lesson",
+        "l:" + "a" * 41,
+        "l:" + "a" * 63,  # 65 bytes
+        "s:" + "a" * 40 + ":" + "1" * 30,  # every field valid, 73 bytes
+    ],
+    ids=repr,
+)
+def test_forged_data_raises_callback_data_error(forged):
+    with pytest.raises(CallbackDataError):
+        CallbackData.unpack(forged)
+
+
+def test_callback_data_error_is_a_value_error():
+    assert issubclass(CallbackDataError, ValueError)
+
+
+@pytest.mark.parametrize("forged", ["l:grad\n", "x:yes\n"], ids=repr)
+def test_forged_data_with_a_trailing_newline_raises_callback_data_error(forged):
+    with pytest.raises(CallbackDataError):
+        CallbackData.unpack(forged)
+
+
+def test_matches_selects_taps_of_one_kind_only():
+    is_slide = matches(ShowSlide)
+    assert is_slide(ShowSlide("grad", 1).pack())
+    assert not is_slide(StartQuiz("grad").pack())
+    assert not is_slide("sx:grad:1")
+    assert not is_slide(None)
+
+
+def test_max_bytes_is_telegrams_limit():
+    assert callbacks.MAX_BYTES == 64

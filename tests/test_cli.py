@@ -1,0 +1,207 @@
+"""The coursebot command line, run as a real process: `python -m bot ...` from the project folder."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.cli import main
+from bot.storage.db import Database
+
+ROOT = Path(__file__).resolve().parent.parent
+LESSONS = ROOT / "lessons"
+PARTIAL_RU = ROOT / "tests" / "fixtures" / "partial" / "ru"
+PROBLEM_LINE = re.compile(r"^.+:\d+: .+$")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The test process's environment without anything coursebot reads, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COURSEBOT_", "TELEGRAM_"))}
+    env.update(extra)
+    return env
+
+
+def cli(*args: str, command: list[str] | None = None, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*(command or [sys.executable, "-m", "bot"]), *args],
+        cwd=ROOT, env=clean_env(**env), capture_output=True, text=True, timeout=60,
+    )
+
+
+@pytest.fixture
+def in_process(monkeypatch, capsys):
+    """Run bot.cli.main in this process, as `coursebot ARGS` from the project folder; return (code, out, err).
+
+    Cheaper than a subprocess; used where the process boundary itself is not what is tested.
+    """
+    for name in list(os.environ):
+        if name.startswith(("COURSEBOT_", "TELEGRAM_")):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(ROOT)
+
+    def run(*args: str, **env: str) -> tuple[int, str, str]:
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        code = main(list(args))
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return run
+
+
+@pytest.fixture
+def lessons(tmp_path: Path) -> Path:
+    target = tmp_path / "lessons"
+    shutil.copytree(LESSONS, target)
+    return target
+
+
+def line_of(path: Path, needle: str, *, after: str | None = None) -> int:
+    """Return the first line containing ``needle``, at or after the first line containing ``after``."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    start = 0 if after is None else next(i for i, line in enumerate(lines) if after in line)
+    return next(n for n, line in enumerate(lines[start:], start + 1) if needle in line)
+
+
+# lint
+
+
+def test_lint_of_the_real_lessons_exits_zero_with_a_summary():
+    result = cli("lint", "lessons")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "ok: 4 lessons, 52 slides, 12 questions\n"
+    assert result.stderr == ""
+
+
+def test_lint_of_a_broken_copy_prints_file_line_message_and_exits_two(lessons):
+    path = lessons / "en" / "03-grad.yaml"
+    text = path.read_text(encoding="utf-8")
+    text = text.replace("  - id: why-accumulate\n", "  - id: Why\n")
+    text = text.replace("      - text: tensor(12.)\n        correct: true\n", "      - text: tensor(12.)\n")
+    path.write_text(text, encoding="utf-8")
+    result = cli("lint", str(lessons))
+    assert result.returncode == 2
+    lines = result.stdout.splitlines()
+    assert all(PROBLEM_LINE.match(line) for line in lines), lines
+    options = line_of(path, "options:", after="- id: second-pass")
+    assert sorted(lines) == sorted([
+        f"{path}:{line_of(path, '- id: Why')}: slide id 'Why' must be lowercase words joined by '-'",
+        f"{path}:{options}: question 'second-pass': exactly one option must have 'correct: true', none is",
+    ])
+    assert result.stderr == "2 problems found\n"
+
+
+def test_lint_of_a_folder_without_lessons_exits_two(tmp_path, in_process):
+    code, out, _ = in_process("lint", str(tmp_path))
+    assert code == 2
+    assert out == f"{tmp_path / 'en' / 'course.yaml'}:1: missing: the English course file is required\n"
+
+
+# run without a token
+
+
+@pytest.mark.parametrize(
+    "command",
+    [[sys.executable, "-m", "bot"], [sys.executable, "-m", "bot", "run"], [str(Path(sys.executable).parent / "coursebot"), "run"]],
+    ids=["python -m bot", "python -m bot run", "coursebot run"],
+)
+def test_starting_without_a_token_prints_one_line_about_botfather(command):
+    result = cli(command=command)
+    assert result.returncode != 0
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "@BotFather" in lines[0]
+    assert "TELEGRAM_BOT_TOKEN" in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_starting_with_a_malformed_token_prints_one_line_without_the_token():
+    result = cli("run", TELEGRAM_BOT_TOKEN="oops-this-is-no-token")
+    assert result.returncode != 0
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "TELEGRAM_BOT_TOKEN" in lines[0]
+    assert "oops-this-is-no-token" not in result.stderr
+
+
+# preview
+
+
+def test_preview_prints_every_slide_poll_and_the_recap_of_a_lesson():
+    result = cli("preview", "3")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    for title in ("Gradients live in .grad", "Adding up is on purpose", "Read gradients to debug"):
+        assert title in out
+    assert "1 / 13" in out and "13 / 13" in out
+    assert "Lesson 3 of 4: Reading and zeroing .grad" in out
+    assert "Poll 1: What does optimizer.zero_grad() do by default in PyTorch 2.x?" in out
+    assert "  ✓ Sets each parameter's .grad to None" in out
+    assert "Recap" in out and "Clear them every step with zero_grad()" in out
+    assert "<b>" not in out and "<code>" not in out  # shown as the learner reads it, not as HTML
+
+
+def test_preview_by_lesson_id_is_the_same_as_by_number(in_process):
+    by_id, by_number = in_process("preview", "grad"), in_process("preview", "3")
+    assert by_id == by_number
+    assert by_id[0] == 0 and "Gradients live in .grad" in by_id[1]
+
+
+def test_preview_of_an_unknown_lesson_names_the_lessons_and_exits_two(in_process):
+    code, out, err = in_process("preview", "9")
+    assert code == 2
+    assert out == ""
+    assert "no lesson '9'" in err
+    assert "3 (grad)" in err
+
+
+def test_preview_in_a_partial_translation_shows_translated_and_fallback_slides(lessons, in_process):
+    shutil.copytree(PARTIAL_RU, lessons / "ru")
+    code, out, _ = in_process("preview", "3", "--language", "ru", "--dir", str(lessons))
+    assert code == 0
+    assert "Градиенты хранятся в .grad" in out
+    assert "Adding up is on purpose" in out  # untranslated, shown in English
+    assert "This part is not translated yet" in out
+
+
+def test_preview_reads_the_lessons_folder_from_coursebot_lessons(lessons, in_process):
+    path = lessons / "en" / "03-grad.yaml"
+    path.write_text(path.read_text(encoding="utf-8").replace("Adding up is on purpose", "Summing on purpose"), encoding="utf-8")
+    code, out, _ = in_process("preview", "3", COURSEBOT_LESSONS=str(lessons))
+    assert code == 0
+    assert "Summing on purpose" in out
+
+
+# db backup
+
+
+async def test_db_backup_copies_the_database_named_by_coursebot_db(tmp_path):
+    source = tmp_path / "data" / "coursebot.sqlite3"
+    database = await Database.open(source)
+    await database.learner(42, 4242, "en")
+    await database.show_slide(42, "grad", 3, last_slide=12, message_id=None)
+    await database.close()
+    target = tmp_path / "backups" / "copy.sqlite3"
+    result = cli("db", "backup", str(target), COURSEBOT_DB=str(source))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"backed up {source} to {target}\n"
+    with sqlite3.connect(target) as conn:
+        assert conn.execute("SELECT user_id, chat_id FROM learners").fetchall() == [(42, 4242)]
+        assert conn.execute("SELECT lesson_id, furthest_slide FROM lesson_progress").fetchall() == [("grad", 3)]
+    conn.close()
+
+
+def test_db_backup_without_a_database_is_one_line_and_fails(tmp_path, in_process):
+    target = tmp_path / "copy.sqlite3"
+    code, _, err = in_process("db", "backup", str(target), COURSEBOT_DB=str(tmp_path / "missing.sqlite3"))
+    assert code == 1
+    assert err.count("\n") == 1 and "COURSEBOT_DB" in err
+    assert not target.exists()

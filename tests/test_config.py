@@ -1,0 +1,147 @@
+"""Config.from_env: one readable line per mistake, sane defaults, and a token that never shows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.config import Config
+from bot.errors import ConfigError
+
+TOKEN = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"
+
+
+def env(**values: str) -> dict[str, str]:
+    return {"TELEGRAM_BOT_TOKEN": TOKEN, **values}
+
+
+def config_error(environment: dict[str, str]) -> str:
+    with pytest.raises(ConfigError) as caught:
+        Config.from_env(environment)
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("environment", [{}, {"TELEGRAM_BOT_TOKEN": ""}, {"TELEGRAM_BOT_TOKEN": "   "}])
+def test_missing_token_is_one_line_pointing_to_botfather(environment):
+    message = config_error(environment)
+    assert "\n" not in message
+    assert "TELEGRAM_BOT_TOKEN" in message
+    assert "@BotFather" in message
+
+
+def test_missing_token_is_accepted_when_not_required():
+    config = Config.from_env({}, require_token=False)
+    assert config.token == ""
+
+
+@pytest.mark.parametrize("token", ["987654321", "987654321:AA HdqT", "987654321:AA\tHdq", "not-a-token"])
+def test_malformed_token_is_refused_naming_the_variable(token):
+    message = config_error({"TELEGRAM_BOT_TOKEN": token})
+    assert "TELEGRAM_BOT_TOKEN" in message
+    assert "does not look like a bot token" in message
+    assert token not in message
+
+
+def test_token_surrounded_by_whitespace_is_trimmed():
+    assert Config.from_env({"TELEGRAM_BOT_TOKEN": f"  {TOKEN}\n"}).token == TOKEN
+
+
+def test_defaults_apply_when_only_the_token_is_set():
+    config = Config.from_env(env())
+    assert config.db_path == Path("data/coursebot.sqlite3")
+    assert config.lessons_dir == Path("lessons")
+    assert config.locales_dir == Path("locales")
+    assert config.api_base_url == "https://api.telegram.org"
+    assert config.bot_base_url == "https://api.telegram.org/bot"
+    assert config.messages_per_second == 30.0
+    assert config.max_retries == 5
+    assert config.concurrent_updates == 256
+    assert config.log_level == "INFO"
+
+
+def test_empty_variables_fall_back_to_the_defaults():
+    config = Config.from_env(env(COURSEBOT_DB=" ", COURSEBOT_LESSONS="", TELEGRAM_API_BASE_URL=""))
+    assert config.db_path == Path("data/coursebot.sqlite3")
+    assert config.lessons_dir == Path("lessons")
+    assert config.api_base_url == "https://api.telegram.org"
+
+
+def test_paths_and_api_url_are_read_from_their_variables(tmp_path):
+    config = Config.from_env(env(
+        COURSEBOT_DB=str(tmp_path / "progress.db"),
+        COURSEBOT_LESSONS=str(tmp_path / "content"),
+        COURSEBOT_LOCALES=str(tmp_path / "catalogs"),
+        TELEGRAM_API_BASE_URL="http://127.0.0.1:8081/",
+    ))
+    assert config.db_path == tmp_path / "progress.db"
+    assert config.lessons_dir == tmp_path / "content"
+    assert config.locales_dir == tmp_path / "catalogs"
+    assert config.api_base_url == "http://127.0.0.1:8081"
+    assert config.bot_base_url == "http://127.0.0.1:8081/bot"
+
+
+def test_api_url_without_http_scheme_is_refused_naming_the_variable():
+    message = config_error(env(TELEGRAM_API_BASE_URL="api.telegram.org"))
+    assert "TELEGRAM_API_BASE_URL" in message
+    assert "api.telegram.org" in message
+
+
+def test_numbers_are_read_from_their_variables():
+    config = Config.from_env(env(
+        COURSEBOT_MESSAGES_PER_SECOND="12.5", COURSEBOT_MAX_RETRIES="0", COURSEBOT_CONCURRENT_UPDATES="8",
+        COURSEBOT_LOG_LEVEL="debug",
+    ))
+    assert config.messages_per_second == 12.5
+    assert config.max_retries == 0
+    assert config.concurrent_updates == 8
+    assert config.log_level == "DEBUG"
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        ("COURSEBOT_MESSAGES_PER_SECOND", "fast"),
+        ("COURSEBOT_MAX_RETRIES", "1.5"),
+        ("COURSEBOT_MAX_RETRIES", "five"),
+        ("COURSEBOT_CONCURRENT_UPDATES", "lots"),
+    ],
+)
+def test_non_numeric_value_is_refused_naming_the_variable(name, raw):
+    message = config_error(env(**{name: raw}))
+    assert message.startswith(f"{name} must be a number")
+    assert repr(raw) in message
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        ("COURSEBOT_MESSAGES_PER_SECOND", "0"),
+        ("COURSEBOT_MAX_RETRIES", "-1"),
+        ("COURSEBOT_CONCURRENT_UPDATES", "0"),
+    ],
+)
+def test_number_below_its_minimum_is_refused_naming_the_variable(name, raw):
+    message = config_error(env(**{name: raw}))
+    assert message.startswith(f"{name} must be at least")
+
+
+@pytest.mark.parametrize("raw", ["nan", "inf", "-inf"])
+def test_non_finite_messages_per_second_is_refused_naming_the_variable(raw):
+    message = config_error(env(COURSEBOT_MESSAGES_PER_SECOND=raw))
+    assert "COURSEBOT_MESSAGES_PER_SECOND" in message
+
+
+def test_unknown_log_level_is_refused_naming_the_variable():
+    message = config_error(env(COURSEBOT_LOG_LEVEL="verbose"))
+    assert "COURSEBOT_LOG_LEVEL" in message
+    assert "VERBOSE" in message
+
+
+def test_token_never_appears_in_repr_or_str_of_the_config():
+    config = Config.from_env(env())
+    assert config.token == TOKEN
+    assert TOKEN not in repr(config)
+    assert TOKEN not in str(config)
+    assert "AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw" not in repr(config)
+    assert "db_path" in repr(config)  # the repr is still useful

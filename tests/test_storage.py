@@ -1,0 +1,541 @@
+"""The progress database: a real SQLite file in tmp_path, opened through bot.storage.db.Database."""
+
+from __future__ import annotations
+
+import ast
+import re
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiosqlite
+import pytest
+
+import bot.storage.db as db_module
+from bot.errors import StorageError
+from bot.storage.db import Database, LessonProgress, SentPoll, backup
+from bot.storage.migrations import MIGRATIONS
+
+USER, CHAT = 1001, 2001
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "data" / "coursebot.sqlite3"
+
+
+@pytest.fixture
+async def db(db_path: Path) -> AsyncIterator[Database]:
+    database = await Database.open(db_path)
+    yield database
+    await database.close()
+
+
+def rows(path: Path, sql: str) -> list[tuple]:
+    with sqlite3.connect(path) as conn:
+        result = conn.execute(sql).fetchall()
+    conn.close()
+    return result
+
+
+async def created(path: Path) -> Path:
+    """Create a migrated database at ``path`` and close it."""
+    database = await Database.open(path)
+    await database.close()
+    return path
+
+
+def set_user_version(path: Path, version: int) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"PRAGMA user_version = {int(version)}")
+    conn.close()
+
+
+# Opening and migrating.
+
+
+async def test_fresh_database_is_migrated_to_the_latest_schema(tmp_path):
+    path = tmp_path / "new" / "coursebot.sqlite3"
+    database = await Database.open(path)
+    try:
+        assert await database.schema_version() == len(MIGRATIONS)
+        await database.learner(USER, CHAT, "en")
+    finally:
+        await database.close()
+    assert rows(path, "PRAGMA user_version") == [(len(MIGRATIONS),)]
+    # Reopening migrates nothing again (a second CREATE TABLE would fail) and keeps the data.
+    database = await Database.open(path)
+    try:
+        assert await database.schema_version() == len(MIGRATIONS)
+        assert (await database.find_learner(USER)).telegram_language == "en"
+    finally:
+        await database.close()
+
+
+async def test_migrated_database_reopens_without_migrating_again_and_keeps_its_data(db_path):
+    await created(db_path)
+    first = await Database.open(db_path)
+    await first.learner(USER, CHAT, "ru")
+    await first.close()
+    again = await Database.open(db_path)
+    try:
+        assert await again.schema_version() == len(MIGRATIONS)
+        assert (await again.find_learner(USER)).telegram_language == "ru"
+    finally:
+        await again.close()
+    assert rows(db_path, "PRAGMA user_version") == [(len(MIGRATIONS),)]
+
+
+async def test_a_failing_migration_leaves_the_database_at_the_previous_version(tmp_path, monkeypatch):
+    path = tmp_path / "coursebot.sqlite3"
+    broken = "CREATE TABLE half_done (x INTEGER); INSERT INTO no_such_table VALUES (1)"
+    monkeypatch.setattr(db_module, "MIGRATIONS", MIGRATIONS + (broken,))
+    with pytest.raises(StorageError):
+        await Database.open(path)
+    assert rows(path, "PRAGMA user_version") == [(len(MIGRATIONS),)]
+    assert rows(path, "SELECT name FROM sqlite_master WHERE name = 'half_done'") == []
+    assert rows(path, "SELECT name FROM sqlite_master WHERE name = 'learners'") == [("learners",)]
+
+
+async def test_journal_mode_is_wal(db, db_path):
+    assert rows(db_path, "PRAGMA journal_mode") == [("wal",)]
+
+
+async def test_schema_version_is_the_number_of_migrations(db):
+    assert await db.schema_version() == len(MIGRATIONS) >= 1
+
+
+async def test_database_from_a_newer_coursebot_is_refused(tmp_path):
+    path = await created(tmp_path / "future.sqlite3")
+    set_user_version(path, len(MIGRATIONS) + 1)
+    with pytest.raises(StorageError) as caught:
+        await Database.open(path)
+    assert f"schema version {len(MIGRATIONS) + 1}" in str(caught.value)
+    assert "newer" in str(caught.value)
+    assert rows(path, "PRAGMA user_version") == [(len(MIGRATIONS) + 1,)]
+
+
+async def test_refusing_a_newer_database_closes_its_connection(tmp_path):
+    path = await created(tmp_path / "future.sqlite3")
+    set_user_version(path, 99)
+    with pytest.raises(StorageError):
+        await Database.open(path)
+    assert not path.with_name(path.name + "-wal").exists()
+
+
+async def test_a_file_that_is_not_a_database_is_refused_with_storage_error(tmp_path):
+    path = tmp_path / "garbage.sqlite3"
+    path.write_bytes(b"this is not an SQLite database, just text. " * 100)
+    with pytest.raises(StorageError) as caught:
+        await Database.open(path)
+    assert str(path) in str(caught.value)
+
+
+async def test_close_twice_is_fine_and_leaves_no_wal_file(db_path):
+    database = await Database.open(db_path)
+    await database.learner(USER, CHAT, "en")
+    assert db_path.with_name(db_path.name + "-wal").exists()
+    await database.close()
+    await database.close()
+    assert not db_path.with_name(db_path.name + "-wal").exists()
+    assert rows(db_path, "SELECT user_id FROM learners") == [(USER,)]
+
+
+# Updates.
+
+
+async def test_first_delivery_is_true_once_per_update_id(db):
+    assert await db.first_delivery(500) is True
+    assert await db.first_delivery(500) is False
+    assert await db.first_delivery(501) is True
+    assert await db.first_delivery(500) is False
+
+
+async def test_old_update_ids_are_forgotten(db):
+    assert await db.first_delivery(7) is True
+    assert await db.first_delivery(db_module.REMEMBERED_UPDATES + 1000) is True  # prunes ids below 1000
+    assert await db.first_delivery(7) is True
+    assert await db.first_delivery(db_module.REMEMBERED_UPDATES + 1000) is False
+
+
+# Learners.
+
+
+async def test_first_contact_creates_the_learner(db):
+    assert await db.find_learner(USER) is None
+    learner = await db.learner(USER, CHAT, "ru")
+    assert (learner.user_id, learner.chat_id, learner.telegram_language, learner.language) == (USER, CHAT, "ru", None)
+    assert (learner.lesson_id, learner.quiz_queue, learner.quiz_poll_id) == (None, (), None)
+    assert await db.find_learner(USER) == learner
+
+
+async def test_telegram_language_follows_the_latest_update(db):
+    await db.learner(USER, CHAT, "ru")
+    assert (await db.learner(USER, CHAT, "de")).telegram_language == "de"
+
+
+async def test_an_update_without_language_keeps_the_known_one(db):
+    await db.learner(USER, CHAT, "ru")
+    assert (await db.learner(USER, CHAT, None)).telegram_language == "ru"
+    assert (await db.find_learner(USER)).telegram_language == "ru"
+
+
+async def test_chat_id_follows_the_latest_update(db):
+    await db.learner(USER, CHAT, "en")
+    assert (await db.learner(USER, CHAT + 1, None)).chat_id == CHAT + 1
+
+
+async def test_chosen_language_is_stored_and_can_be_cleared(db):
+    await db.learner(USER, CHAT, "en")
+    await db.set_language(USER, "ru")
+    assert (await db.find_learner(USER)).language == "ru"
+    await db.set_language(USER, None)
+    assert (await db.find_learner(USER)).language is None
+
+
+async def test_learners_are_kept_apart(db):
+    await db.learner(USER, CHAT, "en")
+    await db.learner(USER + 1, CHAT + 1, "ru")
+    await db.show_slide(USER, "grad", 2, last_slide=12, message_id=5)
+    assert await db.progress(USER + 1) == {}
+    assert (await db.find_learner(USER + 1)).lesson_id is None
+
+
+# Slides.
+
+
+async def test_show_slide_tracks_the_slide_and_keeps_the_furthest(db):
+    await db.learner(USER, CHAT, "en")
+    await db.show_slide(USER, "grad", 0, last_slide=12, message_id=40)
+    await db.show_slide(USER, "grad", 5, last_slide=12, message_id=None)
+    await db.show_slide(USER, "grad", 2, last_slide=12, message_id=None)
+    assert await db.progress(USER) == {
+        "grad": LessonProgress("grad", slide=2, furthest_slide=5, slides_read=False, completed=False, started=True)
+    }
+    learner = await db.find_learner(USER)
+    assert (learner.lesson_id, learner.reader_message_id, learner.reader_view) == ("grad", 40, "slide")
+
+
+async def test_reaching_the_last_slide_marks_the_slides_read_for_good(db):
+    await db.learner(USER, CHAT, "en")
+    await db.show_slide(USER, "grad", 11, last_slide=12, message_id=1)
+    assert (await db.progress(USER))["grad"].slides_read is False
+    await db.show_slide(USER, "grad", 12, last_slide=12, message_id=1)
+    assert (await db.progress(USER))["grad"].slides_read is True
+    await db.show_slide(USER, "grad", 3, last_slide=12, message_id=1)
+    progress = (await db.progress(USER))["grad"]
+    assert (progress.slide, progress.furthest_slide, progress.slides_read) == (3, 12, True)
+
+
+async def test_a_lesson_whose_first_shown_slide_is_the_last_is_read(db):
+    await db.learner(USER, CHAT, "en")
+    await db.show_slide(USER, "grad", 12, last_slide=12, message_id=None)
+    assert (await db.progress(USER))["grad"].slides_read is True
+
+
+async def test_set_reader_message_remembers_the_message_and_view(db):
+    await db.learner(USER, CHAT, "en")
+    await db.set_reader_message(USER, 77, "menu")
+    learner = await db.find_learner(USER)
+    assert (learner.reader_message_id, learner.reader_view) == (77, "menu")
+
+
+async def test_complete_lesson_requires_the_slides_read(db):
+    await db.learner(USER, CHAT, "en")
+    assert await db.complete_lesson(USER, "grad") is False  # never opened
+    await db.show_slide(USER, "grad", 4, last_slide=12, message_id=None)
+    assert await db.complete_lesson(USER, "grad") is False  # slides not read
+    assert (await db.progress(USER))["grad"].completed is False
+    await db.show_slide(USER, "grad", 12, last_slide=12, message_id=None)
+    assert await db.complete_lesson(USER, "grad") is True
+    assert await db.complete_lesson(USER, "grad") is False  # already done
+    assert (await db.progress(USER))["grad"].completed is True
+
+
+# Quick Check.
+
+
+async def _quiz(db: Database, questions: list[str]) -> None:
+    await db.learner(USER, CHAT, "en")
+    await db.start_quiz(USER, "grad", questions)
+
+
+async def test_start_quiz_queues_the_questions(db):
+    await _quiz(db, ["q-one", "q-two", "q-three"])
+    learner = await db.find_learner(USER)
+    assert (learner.quiz_lesson_id, learner.quiz_queue, learner.quiz_poll_id) == ("grad", ("q-one", "q-two", "q-three"), None)
+
+
+async def test_poll_sent_is_the_awaited_poll(db):
+    await _quiz(db, ["q-one", "q-two"])
+    poll = SentPoll("poll-1", USER, "grad", "q-one")
+    await db.poll_sent(poll, message_id=10)
+    assert (await db.find_learner(USER)).quiz_poll_id == "poll-1"
+    assert await db.sent_poll("poll-1") == poll
+    assert await db.sent_poll("poll-2") is None
+
+
+async def test_answering_the_awaited_poll_pops_its_question(db):
+    await _quiz(db, ["q-one", "q-two"])
+    first = SentPoll("poll-1", USER, "grad", "q-one")
+    await db.poll_sent(first, message_id=10)
+    assert await db.record_answer(first, 0, True) == ("q-two",)
+    learner = await db.find_learner(USER)
+    assert (learner.quiz_queue, learner.quiz_poll_id, learner.quiz_lesson_id) == (("q-two",), None, "grad")
+    second = SentPoll("poll-2", USER, "grad", "q-two")
+    await db.poll_sent(second, message_id=11)
+    assert await db.record_answer(second, 2, False) == ()
+    learner = await db.find_learner(USER)
+    assert (learner.quiz_queue, learner.quiz_poll_id, learner.quiz_lesson_id) == ((), None, None)
+
+
+async def test_recording_the_same_poll_twice_returns_none_the_second_time(db):
+    await _quiz(db, ["q-one", "q-two"])
+    poll = SentPoll("poll-1", USER, "grad", "q-one")
+    await db.poll_sent(poll, message_id=10)
+    assert await db.record_answer(poll, 0, True) == ("q-two",)
+    assert await db.record_answer(poll, 1, False) is None
+    assert await db.answer_count(USER) == 1
+    assert (await db.latest_answers(USER))[("grad", "q-one")].option_index == 0
+    assert (await db.find_learner(USER)).quiz_queue == ("q-two",)
+
+
+async def test_answer_to_a_poll_not_awaited_is_recorded_but_pops_nothing(db):
+    await _quiz(db, ["q-one", "q-two"])
+    old = SentPoll("poll-old", USER, "grad", "q-two")
+    await db.poll_sent(old, message_id=9)
+    awaited = SentPoll("poll-1", USER, "grad", "q-one")
+    await db.poll_sent(awaited, message_id=10)
+    assert await db.record_answer(old, 1, False) is None
+    learner = await db.find_learner(USER)
+    assert (learner.quiz_queue, learner.quiz_poll_id) == (("q-one", "q-two"), "poll-1")
+    answer = (await db.latest_answers(USER))[("grad", "q-two")]
+    assert (answer.option_index, answer.correct) == (1, False)
+
+
+async def test_latest_answers_keep_only_the_latest_answer_per_question(db):
+    await _quiz(db, ["q-one", "q-two"])
+    answers = [("p1", "q-one", 2, False), ("p2", "q-two", 0, True), ("p3", "q-one", 0, True), ("p4", "q-two", 3, False)]
+    for poll_id, question, option, correct in answers:
+        poll = SentPoll(poll_id, USER, "grad", question)
+        await db.poll_sent(poll, message_id=None)
+        await db.record_answer(poll, option, correct)
+    latest = await db.latest_answers(USER)
+    assert set(latest) == {("grad", "q-one"), ("grad", "q-two")}
+    assert (latest[("grad", "q-one")].option_index, latest[("grad", "q-one")].correct) == (0, True)
+    assert (latest[("grad", "q-two")].option_index, latest[("grad", "q-two")].correct) == (3, False)
+    assert await db.answer_count(USER) == 4
+
+
+async def test_a_new_round_replaces_the_round_under_way(db):
+    await _quiz(db, ["q-one", "q-two"])
+    await db.poll_sent(SentPoll("poll-1", USER, "grad", "q-one"), message_id=10)
+    await db.start_quiz(USER, "backward", ["b-one"])
+    learner = await db.find_learner(USER)
+    assert (learner.quiz_lesson_id, learner.quiz_queue, learner.quiz_poll_id) == ("backward", ("b-one",), None)
+
+
+# Reset.
+
+
+async def test_reset_clears_progress_and_answers_but_keeps_the_language(db):
+    await db.learner(USER, CHAT, "ru")
+    await db.set_language(USER, "ru")
+    await db.show_slide(USER, "grad", 12, last_slide=12, message_id=30)
+    await db.complete_lesson(USER, "grad")
+    await db.start_quiz(USER, "grad", ["q-one", "q-two"])
+    poll = SentPoll("poll-1", USER, "grad", "q-one")
+    await db.poll_sent(poll, message_id=31)
+    await db.record_answer(poll, 0, True)
+    await db.learner(USER + 1, CHAT + 1, "en")
+    await db.show_slide(USER + 1, "grad", 3, last_slide=12, message_id=None)
+
+    await db.reset(USER)
+
+    learner = await db.find_learner(USER)
+    assert (learner.language, learner.telegram_language, learner.chat_id) == ("ru", "ru", CHAT)
+    assert (learner.lesson_id, learner.reader_message_id, learner.reader_view) == (None, None, None)
+    assert (learner.quiz_lesson_id, learner.quiz_queue, learner.quiz_poll_id) == (None, (), None)
+    assert await db.progress(USER) == {}
+    assert await db.latest_answers(USER) == {}
+    assert await db.answer_count(USER) == 0
+    assert await db.sent_poll("poll-1") is None
+    assert "grad" in await db.progress(USER + 1)
+
+
+# Backup.
+
+
+async def test_backup_copies_committed_data_while_another_connection_is_writing(db, db_path, tmp_path):
+    for user in range(3):
+        await db.learner(user, CHAT + user, "en")
+    await db.show_slide(0, "grad", 4, last_slide=12, message_id=None)
+    target = tmp_path / "backups" / "copy.sqlite3"
+    async with aiosqlite.connect(db_path, isolation_level=None) as writer:
+        await writer.execute("BEGIN IMMEDIATE")
+        await writer.execute(
+            "INSERT INTO learners (user_id, chat_id, created_at, updated_at) VALUES (?, ?, ?, ?)",
+            (99, 99, "now", "now"),
+        )
+        backup(db_path, target)
+        await writer.execute("ROLLBACK")
+    assert rows(target, "PRAGMA integrity_check") == [("ok",)]
+    assert rows(target, "SELECT count(*) FROM learners") == [(3,)]
+    assert rows(target, "SELECT user_id, lesson_id, furthest_slide FROM lesson_progress") == [(0, "grad", 4)]
+    assert rows(target, "PRAGMA user_version") == [(len(MIGRATIONS),)]
+    assert not target.with_name(target.name + ".partial").exists()
+
+
+async def test_backup_can_be_opened_as_a_database(db, db_path, tmp_path):
+    await db.learner(USER, CHAT, "ru")
+    target = tmp_path / "copy.sqlite3"
+    backup(db_path, target)
+    restored = await Database.open(target)
+    try:
+        assert (await restored.find_learner(USER)).telegram_language == "ru"
+    finally:
+        await restored.close()
+
+
+async def test_backup_replaces_an_older_backup(db, db_path, tmp_path):
+    target = tmp_path / "copy.sqlite3"
+    backup(db_path, target)
+    await db.learner(USER, CHAT, "en")
+    backup(db_path, target)
+    assert rows(target, "SELECT count(*) FROM learners") == [(1,)]
+
+
+def test_backup_of_a_missing_database_is_refused(tmp_path):
+    target = tmp_path / "copy.sqlite3"
+    with pytest.raises(StorageError) as caught:
+        backup(tmp_path / "nothing.sqlite3", target)
+    assert "COURSEBOT_DB" in str(caught.value)
+    assert not target.exists()
+
+
+async def test_backup_onto_the_database_itself_is_refused(db_path):
+    await created(db_path)
+    same = db_path.parent / ".." / db_path.parent.name / db_path.name
+    for target in (db_path, same):
+        with pytest.raises(StorageError):
+            backup(db_path, target)
+    assert rows(db_path, "PRAGMA user_version") == [(len(MIGRATIONS),)]
+
+
+async def test_backup_of_a_database_whose_path_has_a_hash_copies_that_database(tmp_path):
+    path = tmp_path / "bot#1" / "coursebot.sqlite3"
+    database = await Database.open(path)
+    await database.learner(USER, CHAT, "en")
+    await database.close()
+    target = tmp_path / "copy.sqlite3"
+    backup(path, target)
+    assert not (tmp_path / "bot").exists()
+    assert rows(target, "SELECT count(*) FROM learners") == [(1,)]
+
+
+# Every value is bound: checked on the source of bot/storage/db.py.
+
+SOURCE = Path(db_module.__file__).read_text(encoding="utf-8")
+TREE = ast.parse(SOURCE)
+SQL_METHODS = {"execute", "executescript", "_one", "_all"}
+SQL_WORD = re.compile(r"\b(PRAGMA|SELECT|INSERT|UPDATE|DELETE|BEGIN|CREATE|COMMIT|ROLLBACK)\b")
+
+
+def _sql_calls() -> list[ast.Call]:
+    return [
+        node for node in ast.walk(TREE)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        and node.func.attr in SQL_METHODS and node.args
+    ]
+
+
+def _literal_text(node: ast.JoinedStr) -> str:
+    return "".join(p.value for p in node.values if isinstance(p, ast.Constant))
+
+
+def _sql_fstrings() -> list[ast.JoinedStr]:
+    """Every f-string of the module that reads like SQL, wherever it is executed."""
+    return [node for node in ast.walk(TREE) if isinstance(node, ast.JoinedStr) and SQL_WORD.search(_literal_text(node))]
+
+
+def test_the_source_check_sees_the_sql():
+    assert len(_sql_calls()) >= 25
+    assert len(_sql_fstrings()) >= 2
+
+
+def test_sql_is_never_built_with_percent_format_or_concatenation():
+    for call in _sql_calls():
+        sql = call.args[0]
+        assert isinstance(sql, (ast.Constant, ast.Name, ast.JoinedStr)), ast.get_source_segment(SOURCE, call)
+    for node in ast.walk(TREE):
+        if isinstance(node, ast.BinOp) and isinstance(node.left, ast.Constant) and isinstance(node.left.value, str):
+            assert not SQL_WORD.search(node.left.value), ast.get_source_segment(SOURCE, node)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+            target = node.func.value
+            assert not (isinstance(target, ast.Constant) and SQL_WORD.search(str(target.value))), (
+                ast.get_source_segment(SOURCE, node)
+            )
+
+
+def test_only_the_documented_statements_interpolate_values():
+    kinds = set()
+    for node in _sql_fstrings():
+        text = _literal_text(node)
+        if "PRAGMA user_version = " in text:
+            kinds.add("user_version")
+        elif text.startswith("DELETE FROM ") and " WHERE user_id = ?" in text:
+            kinds.add("table loop")
+        else:
+            kinds.add(ast.get_source_segment(SOURCE, node))
+    assert kinds == {"user_version", "table loop"}
+
+
+def _trusted(expr: ast.expr) -> bool:
+    """An interpolation is trusted if it is int(...), a module constant, a migration, or a literal table name."""
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "int":
+        return True
+    if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Name) and expr.value.id == "MIGRATIONS":
+        return True
+    if isinstance(expr, ast.Name):
+        for node in TREE.body:
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets):
+                return expr.id.isupper() and isinstance(node.value, ast.Constant) and isinstance(node.value.value, int)
+        for node in ast.walk(TREE):
+            if isinstance(node, (ast.For, ast.AsyncFor)) and isinstance(node.target, ast.Name) and node.target.id == expr.id:
+                return isinstance(node.iter, ast.Tuple) and all(
+                    isinstance(e, ast.Constant) and isinstance(e.value, str) and e.value.isidentifier()
+                    for e in node.iter.elts
+                )
+    return False
+
+
+def test_interpolated_sql_only_ever_holds_integers_constants_migrations_or_literal_table_names():
+    for node in _sql_fstrings():
+        for part in node.values:
+            if isinstance(part, ast.FormattedValue):
+                assert _trusted(part.value), ast.get_source_segment(SOURCE, node)
+
+
+def test_every_placeholder_has_a_bound_value():
+    checked = 0
+    for call in _sql_calls():
+        sql = call.args[0]
+        if isinstance(sql, ast.Constant):
+            text = sql.value
+        elif isinstance(sql, ast.JoinedStr):
+            text = _literal_text(sql)
+        else:
+            continue  # a variable: the helpers _one/_all and the migration script pass SQL through
+        params = call.args[1] if len(call.args) > 1 else None
+        where = ast.get_source_segment(SOURCE, call)
+        named = sorted(set(re.findall(r":([a-z_]+)\b", text)))
+        if named:
+            assert isinstance(params, ast.Dict), where
+            assert sorted(k.value for k in params.keys) == named, where
+        elif "?" in text:
+            assert isinstance(params, ast.Tuple), where
+            assert len(params.elts) == text.count("?"), where
+            checked += 1
+        else:
+            assert params is None, where
+    assert checked >= 15
