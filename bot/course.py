@@ -45,6 +45,31 @@ class Question:
 
 
 @dataclass(frozen=True)
+class ExerciseCheck:
+    """A hidden check of a practice exercise: an expression over the learner's variables and what it must give."""
+
+    id: str
+    expr: str
+    kind: str  # equal, close, shape, dtype or true
+    expect: object
+    fail: str  # shown when the check fails; {got} is what the learner's code produced
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """The practice at the end of a lesson: code to complete, hints on request, checks the learner cannot see."""
+
+    title: str
+    instructions: str
+    starter: str
+    hints: tuple[str, ...]
+    checks: tuple[ExerciseCheck, ...]
+    solution: str
+    fallback: bool = False
+    source: Source = field(default=_NOWHERE, compare=False)
+
+
+@dataclass(frozen=True)
 class Lesson:
     """A lesson: slides to read, a Quick Check to answer, a recap to keep."""
 
@@ -56,6 +81,7 @@ class Lesson:
     quiz: tuple[Question, ...]
     recap: str
     recap_fallback: bool = False
+    exercise: Exercise | None = None
     source: Source = field(default=_NOWHERE, compare=False)
 
     def question(self, question_id: str) -> Question | None:
@@ -114,6 +140,7 @@ def untranslated(lesson: Lesson) -> Lesson:
         slides=tuple(replace(s, fallback=True) for s in lesson.slides),
         quiz=tuple(replace(q, fallback=True) for q in lesson.quiz),
         recap_fallback=True,
+        exercise=replace(lesson.exercise, fallback=True) if lesson.exercise else None,
     )
 
 

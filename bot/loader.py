@@ -10,7 +10,9 @@ from typing import Any
 import yaml
 
 from bot import markup
-from bot.course import SOURCE_LANGUAGE, Content, Course, Lesson, Question, Slide, Source, untranslated
+from bot.course import (
+    SOURCE_LANGUAGE, Content, Course, Exercise, ExerciseCheck, Lesson, Question, Slide, Source, untranslated,
+)
 from bot.errors import Problem
 
 ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")  # used with fullmatch: '$' would allow a trailing newline
@@ -175,7 +177,7 @@ class _File:
             self.problem(node.key_lines[key], f"{where}: '{key}' has {exc}")
 
 
-_KIND_NAMES = {str: "text", list: "a list", dict: "a mapping", bool: "true or false"}
+_KIND_NAMES = {str: "text", list: "a list", dict: "a mapping", bool: "true or false", object: "a value"}
 
 
 def _display(path: Path, root: Path) -> str:
@@ -226,7 +228,8 @@ def _read_english_lesson(file: _File, number: int) -> Lesson | None:
     if data is None:
         return None
     top = file.fields(
-        data, "lesson", {"id": str, "title": str, "summary": str, "slides": list, "quiz": list, "recap": str}, {}
+        data, "lesson", {"id": str, "title": str, "summary": str, "slides": list, "quiz": list, "recap": str},
+        {"exercise": dict},
     )
     slides = [_read_slide(file, line, item, item_id) for line, item, item_id in _unique_ids(file, _items(file, data, "slides", "lesson"), "slide")]
     quiz = [_read_question(file, line, item, item_id) for line, item, item_id in _unique_ids(file, _items(file, data, "quiz", "lesson"), "question")]
@@ -240,7 +243,8 @@ def _read_english_lesson(file: _File, number: int) -> Lesson | None:
         file.markup(data, key, "lesson")
     _count(file, data, "slides", len(data["slides"]), SLIDE_COUNT, "slides")
     _count(file, data, "quiz", len(data["quiz"]), QUIZ_COUNT, "questions in the Quick Check")
-    if None in slides or None in quiz:
+    exercise = _read_exercise(file, data["exercise"]) if "exercise" in top else None
+    if None in slides or None in quiz or ("exercise" in top and exercise is None):
         return None
     return Lesson(
         id=top["id"],
@@ -250,8 +254,86 @@ def _read_english_lesson(file: _File, number: int) -> Lesson | None:
         slides=tuple(slides),
         quiz=tuple(quiz),
         recap=top["recap"],
+        exercise=exercise,
         source=file.source(data.line),
     )
+
+
+CHECK_KINDS = ("equal", "close", "shape", "dtype", "true")
+HINT_COUNT = (1, 3)
+CHECK_COUNT = (1, 4)
+
+
+def _texts(file: _File, node: _Map, key: str, where: str, bounds: tuple[int, int]) -> tuple[str, ...] | None:
+    seq = node[key]
+    low, high = bounds
+    if not low <= len(seq) <= high:
+        file.problem(node.key_lines[key], f"{where}: has {len(seq)} {key}, expected {low} to {high}")
+        return None
+    texts = []
+    for line, item in zip(seq.item_lines, seq):
+        if not isinstance(item, str) or not item.strip():
+            file.problem(line, f"{where}: each of its {key} must be text")
+            return None
+        try:
+            markup.parse(item)
+        except markup.MarkupError as exc:
+            file.problem(line, f"{where}: a hint has {exc}")
+            return None
+        texts.append(item.strip())
+    return tuple(texts)
+
+
+def _read_exercise(file: _File, node: _Map) -> Exercise | None:
+    where = "exercise"
+    values = file.fields(
+        node, where,
+        {"title": str, "instructions": str, "starter": str, "hints": list, "checks": list, "solution": str}, {},
+    )
+    if values is None:
+        return None
+    for key in ("title", "instructions"):
+        file.markup(node, key, where)
+    hints = _texts(file, node, "hints", where, HINT_COUNT)
+    checks = []
+    low, high = CHECK_COUNT
+    if not low <= len(node["checks"]) <= high:
+        file.problem(node.key_lines["checks"], f"{where}: has {len(node['checks'])} checks, expected {low} to {high}")
+    for line, item, check_id in _unique_ids(file, _items(file, node, "checks", where), "check"):
+        check_where = f"check '{check_id}'"
+        fields = file.fields(item, check_where, {"id": str, "expr": str, "kind": str, "fail": str}, {"expect": object})
+        if fields is None:
+            continue
+        if fields["kind"] not in CHECK_KINDS:
+            file.problem(item.key_lines["kind"], f"{check_where}: kind must be one of {', '.join(CHECK_KINDS)}")
+            continue
+        if fields["kind"] != "true" and "expect" not in fields:
+            file.problem(item.line, f"{check_where}: missing 'expect' (only kind 'true' goes without)")
+            continue
+        try:
+            compile(fields["expr"], "<check>", "eval")
+        except SyntaxError as exc:
+            file.problem(item.key_lines["expr"], f"{check_where}: 'expr' is not a Python expression ({exc.msg})")
+            continue
+        file.markup(item, "fail", check_where)
+        checks.append(ExerciseCheck(check_id, fields["expr"], fields["kind"], _plain(fields.get("expect")), fields["fail"]))
+    if hints is None or len(checks) != len(node["checks"]):
+        return None
+    return Exercise(
+        title=values["title"], instructions=values["instructions"], starter=_code(values["starter"]),
+        hints=hints, checks=tuple(checks), solution=_code(values["solution"]), source=file.source(node.line),
+    )
+
+
+def _plain(value: object) -> object:
+    """Return YAML data as plain Python data, numbers and booleans typed again."""
+    if isinstance(value, _Typed):
+        return value.value
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
 
 
 def _count(file: _File, data: _Map, key: str, n: int, bounds: tuple[int, int], what: str) -> None:
