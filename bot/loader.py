@@ -228,8 +228,8 @@ def _read_english_lesson(file: _File, number: int) -> Lesson | None:
     if data is None:
         return None
     top = file.fields(
-        data, "lesson", {"id": str, "title": str, "summary": str, "slides": list, "quiz": list, "recap": str},
-        {"exercise": dict},
+        data, "lesson",
+        {"id": str, "title": str, "summary": str, "slides": list, "quiz": list, "recap": str, "exercise": dict}, {},
     )
     slides = [_read_slide(file, line, item, item_id) for line, item, item_id in _unique_ids(file, _items(file, data, "slides", "lesson"), "slide")]
     quiz = [_read_question(file, line, item, item_id) for line, item, item_id in _unique_ids(file, _items(file, data, "quiz", "lesson"), "question")]
@@ -243,8 +243,8 @@ def _read_english_lesson(file: _File, number: int) -> Lesson | None:
         file.markup(data, key, "lesson")
     _count(file, data, "slides", len(data["slides"]), SLIDE_COUNT, "slides")
     _count(file, data, "quiz", len(data["quiz"]), QUIZ_COUNT, "questions in the Quick Check")
-    exercise = _read_exercise(file, data["exercise"]) if "exercise" in top else None
-    if None in slides or None in quiz or ("exercise" in top and exercise is None):
+    exercise = _read_exercise(file, data["exercise"])
+    if None in slides or None in quiz or exercise is None:
         return None
     return Lesson(
         id=top["id"],

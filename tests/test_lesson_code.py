@@ -38,6 +38,10 @@ EXPLANATION_MAX_BREAKS = 2
 SLIDE_TEXT_MAX = 220
 CODE_MAX_LINES = 10
 CODE_MAX_WIDTH = 50  # the brief's "~48", with room for one '# -> ' value
+INSTRUCTIONS_MAX = 400
+STARTER_MAX_LINES = 12  # starter and solution of an exercise
+HINTS_MIN, HINTS_MAX = 1, 3
+CHECKS_MIN, CHECKS_MAX = 1, 4
 SAMPLE_TIMEOUT = 120  # seconds per lesson subprocess
 
 ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -48,7 +52,10 @@ ANNOTATION_RE = re.compile(r"^\s*print\(.*\)\s+# -> (?P<value>.*?)\s*$")
 SLIDE_KEYS = {"id", "title", "text", "code", "setup"}
 QUESTION_KEYS = {"id", "question", "options", "explanation"}
 OPTION_KEYS = {"text", "correct"}
-LESSON_KEYS = {"id", "title", "summary", "slides", "quiz", "recap"}
+LESSON_KEYS = {"id", "title", "summary", "slides", "quiz", "recap", "exercise"}
+EXERCISE_KEYS = {"title", "instructions", "starter", "hints", "checks", "solution"}
+CHECK_KEYS = {"id", "expr", "kind", "expect", "fail"}
+CHECK_KINDS = ("equal", "close", "shape", "dtype", "true")
 COURSE_KEYS = {"id", "title", "description", "lessons"}
 
 # The program that runs one lesson's samples. It reads a JSON list of
@@ -495,6 +502,107 @@ def structure_problems(data: dict) -> list[str]:
                 add(f"{at}: explanation is {len(expl)} chars, max {EXPLANATION_MAX}")
             if expl.count("\n") > EXPLANATION_MAX_BREAKS:
                 add(f"{at}: explanation has more than {EXPLANATION_MAX_BREAKS} line breaks")
+
+    if "exercise" in data:
+        problems.extend(exercise_problems(data["exercise"]))
+    return problems
+
+
+def exercise_problems(ex) -> list[str]:
+    """The shape of a lesson's practice exercise; tests/test_exercises.py runs it."""
+    problems: list[str] = []
+    add = problems.append
+    if not isinstance(ex, dict):
+        return ["exercise is not a mapping"]
+    if set(ex) != EXERCISE_KEYS:
+        missing, extra = EXERCISE_KEYS - set(ex), set(ex) - EXERCISE_KEYS
+        if missing:
+            add(f"exercise: missing keys {sorted(missing)}")
+        if extra:
+            add(f"exercise: unknown keys {sorted(extra)}")
+    if not one_line(ex.get("title")):
+        add("exercise: title must be one non-empty line")
+    instructions = ex.get("instructions")
+    if not isinstance(instructions, str) or not instructions.strip():
+        add("exercise: instructions are missing")
+    else:
+        if len(instructions.strip()) > INSTRUCTIONS_MAX:
+            add(f"exercise: instructions are {len(instructions.strip())} chars, "
+                f"max {INSTRUCTIONS_MAX}")
+        for p in markup_problems(instructions):
+            add(f"exercise: instructions: {p}")
+    for key in ("starter", "solution"):
+        code = ex.get(key)
+        if not isinstance(code, str) or not code.strip():
+            add(f"exercise: {key} is missing")
+            continue
+        lines = code.rstrip("\n").splitlines()
+        if len(lines) > STARTER_MAX_LINES:
+            add(f"exercise: {key} has {len(lines)} lines, max {STARTER_MAX_LINES}")
+        for n, line in enumerate(lines, start=1):
+            if len(line) > CODE_MAX_WIDTH:
+                add(f"exercise: {key} line {n} is {len(line)} chars, max {CODE_MAX_WIDTH}")
+        if not code.isascii():
+            add(f"exercise: {key} is not plain ASCII")
+        try:
+            compile(code, f"<{key}>", "exec")
+        except SyntaxError as exc:
+            add(f"exercise: {key} does not compile: {exc.msg}")
+    hints = ex.get("hints")
+    if not isinstance(hints, list) or not HINTS_MIN <= len(hints) <= HINTS_MAX:
+        add(f"exercise: want {HINTS_MIN}-{HINTS_MAX} hints")
+        hints = hints if isinstance(hints, list) else []
+    for hint in hints:
+        if not one_line(hint):
+            add(f"exercise: a hint must be one non-empty line: {hint!r}")
+            continue
+        if len(re.findall(r"[.!?](?:\s|$)", hint.strip())) > 1:
+            add(f"exercise: a hint is one sentence: {hint!r}")
+        for p in markup_problems(hint):
+            add(f"exercise: hint: {p}")
+    checks = ex.get("checks")
+    if not isinstance(checks, list) or not CHECKS_MIN <= len(checks) <= CHECKS_MAX:
+        add(f"exercise: want {CHECKS_MIN}-{CHECKS_MAX} checks")
+        checks = checks if isinstance(checks, list) else []
+    seen: set = set()
+    for c in checks:
+        if not isinstance(c, dict):
+            add(f"exercise: bad check {c!r}")
+            continue
+        cid = c.get("id")
+        at = f"exercise: check {cid!r}"
+        if set(c) - CHECK_KEYS:
+            add(f"{at}: unknown keys {sorted(set(c) - CHECK_KEYS)}")
+        if not ID_RE.match(str(cid)):
+            add(f"{at}: bad id")
+        if cid in seen:
+            add(f"{at}: duplicate id")
+        seen.add(cid)
+        expr = c.get("expr")
+        if not isinstance(expr, str) or not expr.strip():
+            add(f"{at}: expr is missing")
+        else:
+            try:
+                compile(expr, "<check>", "eval")
+            except SyntaxError:
+                add(f"{at}: expr is not a Python expression")
+        kind = "true" if c.get("kind") is True else c.get("kind")
+        if kind not in CHECK_KINDS:
+            add(f"{at}: kind {kind!r} is not one of {', '.join(CHECK_KINDS)}")
+        elif kind == "true" and "expect" in c:
+            add(f"{at}: kind true takes no expect")
+        elif kind != "true" and "expect" not in c:
+            add(f"{at}: missing expect")
+        fail = c.get("fail")
+        if not one_line(fail):
+            add(f"{at}: fail must be one non-empty line")
+        else:
+            for p in markup_problems(fail):
+                add(f"{at}: fail: {p}")
+            try:
+                fail.format(got="tensor(8.)")
+            except (KeyError, IndexError, ValueError):
+                add(f"{at}: fail has braces other than {{got}}")
     return problems
 
 
@@ -536,6 +644,35 @@ def test_structure_check_catches_bad_lessons():
         lambda d: d["slides"][0].__setitem__("text", "a **b"))
     assert "code line 1" in broken(
         lambda d: d["slides"][0].__setitem__("code", "x = 1" + " " * 60 + "\n"))
+
+    # the practice exercise
+    assert "exercise" in good, "the first lesson should have an exercise"
+    assert "unknown keys ['extra']" in broken(
+        lambda d: d["exercise"].__setitem__("extra", 1))
+    assert "missing keys ['solution']" in broken(lambda d: d["exercise"].pop("solution"))
+    assert "instructions are" in broken(
+        lambda d: d["exercise"].__setitem__("instructions", "i " * 201))
+    assert "starter has 13 lines" in broken(
+        lambda d: d["exercise"].__setitem__("starter", "x = 1\n" * 13))
+    assert "starter line 1" in broken(
+        lambda d: d["exercise"].__setitem__("starter", "x = 1" + " " * 60 + "\n"))
+    assert "want 1-3 hints" in broken(lambda d: d["exercise"].__setitem__("hints", []))
+    assert "one sentence" in broken(
+        lambda d: d["exercise"]["hints"].__setitem__(0, "One. Two."))
+    assert "want 1-4 checks" in broken(
+        lambda d: d["exercise"].__setitem__("checks", d["exercise"]["checks"] * 5))
+    assert "duplicate id" in broken(
+        lambda d: d["exercise"]["checks"][1].__setitem__("id", d["exercise"]["checks"][0]["id"]))
+    assert "is not one of" in broken(
+        lambda d: d["exercise"]["checks"][0].__setitem__("kind", "same"))
+    assert "missing expect" in broken(
+        lambda d: d["exercise"]["checks"][0].__setitem__("kind", "close"))
+    assert "not a Python expression" in broken(
+        lambda d: d["exercise"]["checks"][0].__setitem__("expr", "x ="))
+    assert "braces other than" in broken(
+        lambda d: d["exercise"]["checks"][0].__setitem__("fail", "{gott}"))
+    assert "fail: unclosed ` mark" in broken(
+        lambda d: d["exercise"]["checks"][0].__setitem__("fail", "a `b"))
 
 
 # --------------------------------------------------------------------------
