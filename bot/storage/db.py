@@ -37,6 +37,8 @@ class Learner:
     quiz_lesson_id: str | None
     quiz_queue: tuple[str, ...]
     quiz_poll_id: str | None
+    practice_lesson_id: str | None = None
+    hints_shown: int = 0
 
 
 @dataclass(frozen=True)
@@ -209,12 +211,13 @@ class Database:
         """Return the learner, or None if they never wrote to the bot."""
         row = await self._one(
             "SELECT user_id, chat_id, language, telegram_language, lesson_id, reader_message_id,"
-            " reader_view, quiz_lesson_id, quiz_queue, quiz_poll_id FROM learners WHERE user_id = ?",
+            " reader_view, quiz_lesson_id, quiz_queue, quiz_poll_id, practice_lesson_id, hints_shown"
+            " FROM learners WHERE user_id = ?",
             (user_id,),
         )
         if row is None:
             return None
-        return Learner(*row[:8], tuple(row[8].split()), row[9])
+        return Learner(*row[:8], tuple(row[8].split()), *row[9:])
 
     async def set_language(self, user_id: int, language: str | None) -> None:
         """Store the learner's chosen language (None: follow Telegram's)."""
@@ -349,17 +352,61 @@ class Database:
         """Return how many quiz answers the learner has given in all."""
         return (await self._one("SELECT count(*) FROM quiz_answers WHERE user_id = ?", (user_id,)))[0]
 
+    # Practice
+
+    async def start_practice(self, user_id: int, lesson_id: str) -> None:
+        """Put the learner on a lesson's exercise, with no hints shown yet."""
+        async with self._write() as conn:
+            await conn.execute(
+                "UPDATE learners SET practice_lesson_id = ?, hints_shown = 0, updated_at = ? WHERE user_id = ?",
+                (lesson_id, _now(), user_id),
+            )
+
+    async def stop_practice(self, user_id: int) -> None:
+        """Leave the exercise: messages are no longer taken as answers."""
+        async with self._write() as conn:
+            await conn.execute(
+                "UPDATE learners SET practice_lesson_id = NULL, hints_shown = 0, updated_at = ? WHERE user_id = ?",
+                (_now(), user_id),
+            )
+
+    async def show_hint(self, user_id: int, limit: int) -> int:
+        """Count one more hint shown (at most ``limit``); return how many are shown now."""
+        async with self._write() as conn:
+            await conn.execute(
+                "UPDATE learners SET hints_shown = min(hints_shown + 1, ?), updated_at = ? WHERE user_id = ?",
+                (limit, _now(), user_id),
+            )
+            async with conn.execute("SELECT hints_shown FROM learners WHERE user_id = ?", (user_id,)) as rows:
+                return (await rows.fetchone())[0]
+
+    async def record_attempt(self, user_id: int, lesson_id: str, passed: bool) -> None:
+        """Record one graded attempt at a lesson's exercise."""
+        async with self._write() as conn:
+            await conn.execute(
+                "INSERT INTO exercise_attempts (user_id, lesson_id, passed, attempted_at) VALUES (?, ?, ?, ?)",
+                (user_id, lesson_id, int(passed), _now()),
+            )
+
+    async def exercises_passed(self, user_id: int) -> set[str]:
+        """Return the lessons whose exercise the learner has passed."""
+        rows = await self._all(
+            "SELECT DISTINCT lesson_id FROM exercise_attempts WHERE user_id = ? AND passed = 1", (user_id,)
+        )
+        return {row[0] for row in rows}
+
     # Reset and backup
 
     async def reset(self, user_id: int) -> None:
         """Forget the learner's progress and answers; keep who they are and their language."""
         async with self._write() as conn:
-            for table in ("quiz_answers", "quiz_polls", "lesson_progress"):
+            for table in ("quiz_answers", "quiz_polls", "lesson_progress", "exercise_attempts"):
                 # Table names come from the tuple above, never from input.
                 await conn.execute(f"DELETE FROM {table} WHERE user_id = ?", (user_id,))
             await conn.execute(
                 "UPDATE learners SET lesson_id = NULL, reader_message_id = NULL, reader_view = NULL, quiz_lesson_id = NULL,"
-                " quiz_queue = '', quiz_poll_id = NULL, updated_at = ? WHERE user_id = ?",
+                " quiz_queue = '', quiz_poll_id = NULL, practice_lesson_id = NULL, hints_shown = 0,"
+                " updated_at = ? WHERE user_id = ?",
                 (_now(), user_id),
             )
 

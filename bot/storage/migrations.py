@@ -52,4 +52,17 @@ MIGRATIONS: tuple[str, ...] = (
         processed_at  TEXT NOT NULL
     );
     """,
+    # 2: practice exercises: the one in progress, hints shown, and every graded attempt.
+    """
+    ALTER TABLE learners ADD COLUMN practice_lesson_id TEXT;   -- the exercise the learner is on
+    ALTER TABLE learners ADD COLUMN hints_shown INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE exercise_attempts (
+        id            INTEGER PRIMARY KEY,
+        user_id       INTEGER NOT NULL REFERENCES learners(user_id) ON DELETE CASCADE,
+        lesson_id     TEXT NOT NULL,
+        passed        INTEGER NOT NULL,
+        attempted_at  TEXT NOT NULL
+    );
+    CREATE INDEX exercise_attempts_by_learner ON exercise_attempts (user_id, lesson_id, passed);
+    """,
 )
