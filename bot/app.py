@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 
@@ -15,7 +16,7 @@ from bot.config import Config
 from bot.context import BotData, CourseContext, Services
 from bot.course import Content
 from bot.errors import ConfigError
-from bot.handlers import course, fallback, lessons, progress, quiz, settings
+from bot.handlers import course, fallback, lessons, practice, progress, quiz, settings
 from bot.i18n import DEFAULT_LANGUAGE, I18n, _
 from bot.lint import load_valid
 from bot.ratelimit import CourseRateLimiter
@@ -48,7 +49,7 @@ def build_application(config: Config, services: Services) -> Application:
     # and the catch-alls in fallback come last.
     app.add_handler(deduplication(), group=-1)
     for handler in [*fallback.group_handlers(), *course.handlers(), *lessons.handlers(), *quiz.handlers(),
-                    *progress.handlers(), *settings.handlers(), *fallback.handlers()]:
+                    *progress.handlers(), *settings.handlers(), *practice.handlers(), *fallback.handlers()]:
         app.add_handler(handler)
     app.add_error_handler(_on_error)
     return app
@@ -94,9 +95,16 @@ class CourseBot:
         self.app: Application | None = None
 
     async def __aenter__(self) -> CourseBot:
+        self._stack = contextlib.AsyncExitStack()
+        await self._stack.__aenter__()
+        try:
+            runner = await self._stack.enter_async_context(connect_runner(self.config))
+        except BaseException:
+            await self._stack.aclose()
+            raise
         self.db = await Database.open(self.config.db_path)
         try:
-            services = Services(self.config, self.content, self.i18n, self.db)
+            services = Services(self.config, self.content, self.i18n, self.db, runner)
             self.app = build_application(self.config, services)
             await self.app.initialize()
             try:
@@ -111,6 +119,7 @@ class CourseBot:
                 raise
         except BaseException:
             await self.db.close()
+            await self._stack.aclose()
             raise
         log.info("coursebot is polling as @%s", self.app.bot.username)
         return self
@@ -125,7 +134,24 @@ class CourseBot:
             await app.shutdown()
         finally:
             await db.close()
+            await self._stack.aclose()
         log.info("coursebot stopped; the database is closed")
+
+
+@contextlib.asynccontextmanager
+async def connect_runner(config: Config):
+    """Yield the runner the config names (None when running code is off); the bot never imports torch."""
+    if config.runner == "off":
+        yield None
+        return
+    from runner.client import RunnerClient
+
+    if config.runner == "embedded":
+        async with RunnerClient.embedded() as client:
+            yield client
+    else:
+        async with RunnerClient.connect(config.runner) as client:
+            yield client
 
 
 def _polling_error(error: TelegramError) -> None:

@@ -125,3 +125,24 @@ def matches(kind: type[CallbackData]):
     """Return a CallbackQueryHandler pattern that selects taps carrying ``kind``'s prefix."""
     start = kind.prefix + SEPARATOR
     return lambda data: isinstance(data, str) and data.startswith(start)
+
+
+@dataclass(frozen=True)
+class StartPractice(CallbackData, prefix="p"):
+    """Open a lesson's practice exercise."""
+
+    lesson: str
+
+
+@dataclass(frozen=True)
+class ShowHint(CallbackData, prefix="h"):
+    """Show the next hint of the exercise under way."""
+
+    lesson: str
+
+
+@dataclass(frozen=True)
+class LeavePractice(CallbackData, prefix="e"):
+    """Stop taking messages as answers to the exercise."""
+
+    lesson: str

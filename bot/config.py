@@ -29,6 +29,9 @@ class Config:
     # Updates processed at once; updates of one learner are always handled in order.
     concurrent_updates: int = 256
     log_level: str = "INFO"
+    # "embedded" starts the runner beside the bot; "off" disables running code; else a
+    # runner elsewhere: unix:///path/to/socket or tcp://host:port.
+    runner: str = "embedded"
 
     @property
     def bot_base_url(self) -> str:
@@ -65,6 +68,7 @@ class Config:
             max_retries=_number(env, "COURSEBOT_MAX_RETRIES", 5, int, 0),
             concurrent_updates=_number(env, "COURSEBOT_CONCURRENT_UPDATES", 256, int, 1),
             log_level=_log_level(env),
+            runner=_runner(env),
         )
 
 
@@ -86,3 +90,14 @@ def _log_level(env: Mapping[str, str]) -> str:
     if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
         raise ConfigError(f"COURSEBOT_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, got {level!r}.")
     return level
+
+
+def _runner(env: Mapping[str, str]) -> str:
+    value = (env.get("COURSEBOT_RUNNER_URL", "").strip() or env.get("COURSEBOT_RUNNER", "").strip() or "embedded")
+    if value in ("embedded", "off") or value.startswith(("unix://", "tcp://")):
+        return value
+    if value.startswith("/"):
+        return "unix://" + value  # a bare socket path
+    raise ConfigError(
+        f"COURSEBOT_RUNNER_URL must be 'embedded', 'off', unix:///path/to/socket or tcp://host:port, got {value!r}."
+    )

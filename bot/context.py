@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from telegram.ext import Application, CallbackContext, ExtBot
 
@@ -10,6 +11,14 @@ from bot.config import Config
 from bot.course import Content, Course
 from bot.i18n import I18n, current_language
 from bot.storage.db import Database, Learner
+
+
+class SnippetRunner(Protocol):
+    """What the bot needs of the runner: run code, graded or not, and say its limits."""
+
+    limits: Any
+
+    async def run(self, code: str, *, checks: Any = None) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -20,6 +29,9 @@ class Services:
     content: Content
     i18n: I18n
     db: Database
+    runner: SnippetRunner | None = None
+    # Learners whose code is running now: a second send is told to wait, not queued.
+    running: set[int] = field(default_factory=set)
 
 
 class BotData:

@@ -9,7 +9,10 @@ from babel.numbers import format_percent
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 
 from bot import markup
-from bot.callbacks import CallbackData, ConfirmReset, Continue, OpenLesson, RetakeMissed, ShowMenu, ShowSlide, StartQuiz
+from bot.callbacks import (
+    CallbackData, ConfirmReset, Continue, LeavePractice, OpenLesson, RetakeMissed, ShowHint, ShowMenu, ShowSlide,
+    StartPractice, StartQuiz,
+)
 from bot.course import Course, Lesson, Question
 from bot.i18n import _, current_language, ngettext
 from bot.navigation import Place, Stage, stage
@@ -143,6 +146,9 @@ def quiz_result(course: Course, lesson: Lesson, correct: int, missed: int) -> Sc
     if lesson.recap_fallback:
         parts.append(fallback_notice())
     rows = []
+    if lesson.exercise is not None:
+        rows.append([_button(_("💻 Practice: {title}").format(title=markup.to_plain(lesson.exercise.title)),
+                             StartPractice(lesson.id))])
     if missed:
         label = ngettext("↻ Retake the question I missed", "↻ Retake the {n} questions I missed", missed).format(n=missed)
         rows.append([_button(label, RetakeMissed(lesson.id))])
@@ -220,3 +226,55 @@ def commands() -> list[tuple[str, str]]:
         ("reset", _("Start the course over")),
         ("help", _("How to use this bot")),
     ]
+
+
+def _practice_buttons(lesson: Lesson, course: Course, hints_shown: int, *, passed: bool) -> InlineKeyboardMarkup:
+    exercise = lesson.exercise
+    rows = []
+    if not passed and hints_shown < len(exercise.hints):
+        rows.append([_button(_("💡 Hint ({n} of {total})").format(n=hints_shown + 1, total=len(exercise.hints)),
+                             ShowHint(lesson.id))])
+    following = course.next_lesson(lesson)
+    if following is not None:
+        rows.append([_button(_("Next lesson: {title} ▶").format(title=markup.to_plain(following.title)),
+                             OpenLesson(following.id))])
+    if not passed:
+        rows.append([_button(_("Leave the practice"), LeavePractice(lesson.id))])
+    rows.append([_button(_("☰ Lessons"), ShowMenu())])
+    return _keyboard(*rows)
+
+
+def practice_intro(course: Course, lesson: Lesson) -> Screen:
+    """Render a practice exercise: the task, the starter code to copy, and how to answer."""
+    exercise = lesson.exercise
+    title = html.escape(_("Practice: {title}")).format(title=markup.to_html(exercise.title))
+    parts = [f"<b>{title}</b>", markup.to_html(exercise.instructions)]
+    if exercise.fallback:
+        parts.append(fallback_notice())
+    parts.append(html.escape(_("Starter code (tap it to copy):")) + "\n" + markup.code_block(exercise.starter))
+    parts.append("<i>" + html.escape(_("Send your finished code as a message. I run it and check it.")) + "</i>")
+    return Screen("\n\n".join(parts), _practice_buttons(lesson, course, 0, passed=False))
+
+
+def practice_verdict(course: Course, lesson: Lesson, output: str, feedback: str, *, passed: bool,
+                     hints_shown: int) -> Screen:
+    """Render a graded run: the output, then either the pass or what each failed check found."""
+    parts = [output]
+    if passed:
+        parts.append("<b>" + html.escape(_("✅ All checks passed. Well done!")) + "</b>")
+    else:
+        parts.append("<b>" + html.escape(_("Not yet:")) + "</b>\n" + feedback)
+        parts.append("<i>" + html.escape(_("Change your code and send it again; try as often as you like.")) + "</i>")
+    return Screen("\n\n".join(parts), _practice_buttons(lesson, course, hints_shown, passed=passed))
+
+
+def hint(lesson: Lesson, course: Course, shown: int) -> Screen:
+    """Render hint number ``shown`` (1-based) of the exercise."""
+    text = html.escape(_("💡 Hint {n} of {total}:")).format(n=shown, total=len(lesson.exercise.hints))
+    return Screen(f"{text} {markup.to_html(lesson.exercise.hints[shown - 1])}",
+                  _practice_buttons(lesson, course, shown, passed=False))
+
+
+def run_output(output: str, status: str | None) -> Screen:
+    """Render an ungraded run: what it printed, and why it ended if a limit stopped it."""
+    return Screen(output if status is None else f"{output}\n\n{html.escape(status)}")

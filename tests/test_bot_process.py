@@ -17,7 +17,8 @@ from tests.journey import tap_and_wait_edit
 def _env(standin, tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "COURSEBOT_"))}
     env.update(TELEGRAM_BOT_TOKEN=standin.token, TELEGRAM_API_BASE_URL=standin.api_base_url,
-               COURSEBOT_DB=str(tmp_path / "db" / "coursebot.sqlite3"), COURSEBOT_LOG_LEVEL="DEBUG")
+               COURSEBOT_DB=str(tmp_path / "db" / "coursebot.sqlite3"), COURSEBOT_LOG_LEVEL="DEBUG",
+               COURSEBOT_RUNNER="off")
     env.update(extra)
     return env
 

@@ -40,14 +40,6 @@ async def unknown_command(update: Update, context: CourseContext) -> None:
 
 
 @for_learner
-async def text(update: Update, context: CourseContext) -> None:
-    """Answer free text with the way into the course."""
-    await send(context, update.effective_chat.id, render.notice(
-        _("I work with buttons and commands. Tap a button under a lesson, or send /lessons to open the course.")
-    ))
-
-
-@for_learner
 async def anything_else(update: Update, context: CourseContext) -> None:
     """Answer stickers, photos, voice and the rest."""
     await send(context, update.effective_chat.id, render.notice(
@@ -72,7 +64,6 @@ def handlers() -> list:
     return [
         MessageHandler(private & filters.UpdateType.EDITED_MESSAGE, edited),
         MessageHandler(private & filters.COMMAND, unknown_command),
-        MessageHandler(private & filters.TEXT, text),
         MessageHandler(private & filters.UpdateType.MESSAGE, anything_else),
         CallbackQueryHandler(invalid_button),
     ]
