@@ -161,7 +161,8 @@ def quiz_result(course: Course, lesson: Lesson, correct: int, missed: int) -> Sc
     return Screen("\n\n".join(parts), _keyboard(*rows))
 
 
-def progress_report(course: Course, progress: dict[str, LessonProgress], correct: int, total: int, answered: int) -> Screen:
+def progress_report(course: Course, progress: dict[str, LessonProgress], correct: int, total: int, answered: int,
+                    exercises_passed: int = 0) -> Screen:
     """Render /progress: lessons done, the Quick Check score and each lesson's state."""
     done = sum(1 for lesson in course.lessons if stage(progress.get(lesson.id, NOT_STARTED)) is Stage.DONE)
     lessons_line = ngettext(
@@ -174,8 +175,12 @@ def progress_report(course: Course, progress: dict[str, LessonProgress], correct
         )
     else:
         score_line = _("Quick Check score: no questions answered yet.")
+    exercises = sum(1 for lesson in course.lessons if lesson.exercise is not None)
+    practice_line = ngettext(
+        "{passed} of {total} exercise passed.", "{passed} of {total} exercises passed.", exercises
+    ).format(passed=exercises_passed, total=exercises)
     parts = [f"<b>{html.escape(_('Your progress'))}</b>", html.escape(lessons_line), html.escape(score_line),
-             _lesson_list(course, progress)]
+             html.escape(practice_line), _lesson_list(course, progress)]
     if done == len(course.lessons):
         parts.append(html.escape(_("The course is complete. 🎉")))
     return Screen("\n\n".join(parts), _keyboard([_button(_("☰ Lessons"), ShowMenu())]))

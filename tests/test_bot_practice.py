@@ -1,0 +1,105 @@
+"""A learner practises in the chat: fails each lesson's exercise, reads the specific message, then passes.
+
+The bot talks to the real runner (embedded: a separate process, the real sandbox)."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+
+import pytest
+
+from bot.lint import load_valid
+from tests.conftest import LESSONS, LOCALES, running
+from tests.journey import button_texts, send_and_wait
+
+COURSE = load_valid(LESSONS, LOCALES).english
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None,
+                                reason="the runner's sandbox needs bubblewrap (apt-get install -y bubblewrap)")
+
+
+@pytest.fixture
+async def practising_bot(config):
+    async with running(replace(config, runner="embedded")) as bot:
+        yield bot
+
+
+async def _open_practice(learner, standin, lesson):
+    # The practice button sits under the Quick Check result; a tap on it carries StartPractice.
+    since = learner.cursor()
+    menu = await send_and_wait(learner, "/lessons")
+    await learner.tap(menu, callback_data=f"p:{lesson.id}")
+    return await learner.wait_message(lambda m: "Practice" in m.get("text", ""), since=since, timeout=10)
+
+
+async def test_every_exercise_fails_with_its_specific_message_then_passes(practising_bot, standin):
+    ada = standin.learner(user_id=5001)
+    for lesson in COURSE.lessons:
+        exercise = lesson.exercise
+        intro = await _open_practice(ada, standin, lesson)
+        assert exercise.starter.splitlines()[0] in intro["text"]
+        assert any(e["type"] == "pre" for e in intro["entities"])
+
+        verdict = await send_and_wait(ada, exercise.starter, lambda m: "Not yet" in m.get("text", "")
+                                      or "checks passed" in m.get("text", ""))
+        assert "Not yet" in verdict["text"], verdict["text"]
+        failing = [c for c in exercise.checks if c.fail.split("{got}")[0].replace("`", "").strip()[:20]
+                   in verdict["text"]]
+        assert failing, f"{lesson.id}: no check's message in {verdict['text']!r}"
+        assert any(t.startswith("💡 Hint") for t in button_texts(verdict))
+
+        passed = await send_and_wait(ada, f"```python\n{exercise.solution}\n```",
+                                     lambda m: "checks passed" in m.get("text", "") or "Not yet" in m.get("text", ""))
+        assert "All checks passed" in passed["text"], passed["text"]
+    assert await practising_bot.db.exercises_passed(5001) == {lesson.id for lesson in COURSE.lessons}
+    report = await send_and_wait(ada, "/progress")
+    assert "4 of 4 exercises passed" in report["text"]
+
+
+async def test_printing_passed_or_exiting_early_never_passes(practising_bot, standin):
+    ada = standin.learner(user_id=5002)
+    lesson = COURSE.lesson("grad")
+    await _open_practice(ada, standin, lesson)
+    for cheat in ['print("PASSED")', "import sys\nsys.exit(0)", "import os\nos._exit(0)",
+                  "import torch\ntorch.allclose = lambda *a, **k: True\nx = torch.tensor(8.0)"]:
+        verdict = await send_and_wait(ada, cheat, lambda m: "Not yet" in m.get("text", "")
+                                      or "checks passed" in m.get("text", ""))
+        assert "Not yet" in verdict["text"], cheat
+
+
+async def test_hints_come_one_at_a_time_up_to_the_last(practising_bot, standin):
+    ada = standin.learner(user_id=5003)
+    lesson = COURSE.lesson("backward")
+    intro = await _open_practice(ada, standin, lesson)
+    message = intro
+    for n in range(1, len(lesson.exercise.hints) + 1):
+        since = ada.cursor()
+        await ada.tap(message, "💡 Hint")
+        message = await ada.wait_message(since=since)
+        assert lesson.exercise.hints[n - 1].replace("`", "")[:30] in message["text"]
+    assert not any(t.startswith("💡 Hint") for t in button_texts(message))
+
+
+async def test_run_shows_real_output_and_errors_trimmed_to_the_learners_lines(practising_bot, standin):
+    ada = standin.learner(user_id=5004)
+    out = await send_and_wait(ada, "/run import torch\nx = torch.tensor(2.0, requires_grad=True)\n(x * x).backward()\nprint(x.grad)")
+    assert "tensor(4.)" in out["text"]
+    assert any(e["type"] == "pre" for e in out["entities"])
+    err = await send_and_wait(ada, "```python\nx = 1\ny = x / 0\n```")
+    assert "ZeroDivisionError" in err["text"]
+    assert "line 2" in err["text"]
+    assert "runner" not in err["text"].lower().replace("runner", "", 0)  # no frames of ours
+    slow = await send_and_wait(ada, "/run while True: pass", timeout=30)
+    assert "longer than" in slow["text"]
+
+
+async def test_a_second_send_while_code_runs_is_told_to_wait(practising_bot, standin):
+    ada = standin.learner(user_id=5005)
+    since = ada.cursor()
+    await ada.send("/run import time\ntime.sleep(2)\nprint('done')")
+    await ada.send("/run print('again')")
+    wait = await ada.wait_message(since=since, timeout=10)
+    assert "still running" in wait["text"]
+    done = await ada.wait_message(lambda m: "done" in m.get("text", ""), since=since, timeout=30)
+    assert "done" in done["text"]
