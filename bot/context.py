@@ -14,9 +14,9 @@ from bot.storage.db import Database, Learner
 
 
 class SnippetRunner(Protocol):
-    """What the bot needs of the runner: run code, graded or not, and say its limits."""
+    """What the bot needs of the runner: run code, graded or not, and say its limits (in ``info``)."""
 
-    limits: Any
+    info: dict[str, Any]
 
     async def run(self, code: str, *, checks: Any = None) -> Any: ...
 

@@ -45,11 +45,11 @@ async def tap_and_wait_message(learner, message: dict, label: str, predicate=Non
     return await learner.wait_message(predicate, since=since)
 
 
-async def send_and_wait(learner, text: str, predicate=None) -> dict:
+async def send_and_wait(learner, text: str, predicate=None, timeout: float = 5.0) -> dict:
     """Send ``text`` and return the bot's next new message."""
     since = learner.cursor()
     await learner.send(text)
-    return await learner.wait_message(predicate, since=since)
+    return await learner.wait_message(predicate, since=since, timeout=timeout)
 
 
 async def read_slides(learner, message: dict, lesson: Lesson) -> dict:

@@ -42,7 +42,7 @@ async def test_every_exercise_fails_with_its_specific_message_then_passes(practi
         assert any(e["type"] == "pre" for e in intro["entities"])
 
         verdict = await send_and_wait(ada, exercise.starter, lambda m: "Not yet" in m.get("text", "")
-                                      or "checks passed" in m.get("text", ""))
+                                      or "checks passed" in m.get("text", ""), timeout=30)
         assert "Not yet" in verdict["text"], verdict["text"]
         failing = [c for c in exercise.checks if c.fail.split("{got}")[0].replace("`", "").strip()[:20]
                    in verdict["text"]]
@@ -50,7 +50,7 @@ async def test_every_exercise_fails_with_its_specific_message_then_passes(practi
         assert any(t.startswith("💡 Hint") for t in button_texts(verdict))
 
         passed = await send_and_wait(ada, f"```python\n{exercise.solution}\n```",
-                                     lambda m: "checks passed" in m.get("text", "") or "Not yet" in m.get("text", ""))
+                                     lambda m: "checks passed" in m.get("text", "") or "Not yet" in m.get("text", ""), timeout=30)
         assert "All checks passed" in passed["text"], passed["text"]
     assert await practising_bot.db.exercises_passed(5001) == {lesson.id for lesson in COURSE.lessons}
     report = await send_and_wait(ada, "/progress")
@@ -64,7 +64,7 @@ async def test_printing_passed_or_exiting_early_never_passes(practising_bot, sta
     for cheat in ['print("PASSED")', "import sys\nsys.exit(0)", "import os\nos._exit(0)",
                   "import torch\ntorch.allclose = lambda *a, **k: True\nx = torch.tensor(8.0)"]:
         verdict = await send_and_wait(ada, cheat, lambda m: "Not yet" in m.get("text", "")
-                                      or "checks passed" in m.get("text", ""))
+                                      or "checks passed" in m.get("text", ""), timeout=30)
         assert "Not yet" in verdict["text"], cheat
 
 
@@ -89,7 +89,7 @@ async def test_run_shows_real_output_and_errors_trimmed_to_the_learners_lines(pr
     err = await send_and_wait(ada, "```python\nx = 1\ny = x / 0\n```")
     assert "ZeroDivisionError" in err["text"]
     assert "line 2" in err["text"]
-    assert "runner" not in err["text"].lower().replace("runner", "", 0)  # no frames of ours
+    assert "zygote" not in err["text"] and "/opt/coursebot" not in err["text"]  # no frames of ours
     slow = await send_and_wait(ada, "/run while True: pass", timeout=30)
     assert "longer than" in slow["text"]
 

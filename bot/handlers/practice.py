@@ -15,6 +15,7 @@ from bot.course import Lesson
 from bot.handlers.common import button, for_learner, send, show
 from bot.i18n import _
 from runner.errors import RunnerBusy, RunnerError
+from runner.limits import Limits
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +125,7 @@ async def _run(context: CourseContext, learner, code: str, lesson: Lesson | None
                     _("Running code is unavailable right now. Please try again later.")))
                 return
             output = practice.output_block(result)
-            status = practice.status_line(result, services.runner.limits)
+            status = practice.status_line(result, Limits.from_dict(services.runner.info.get("limits")))
             if lesson is None:
                 await send(context, learner.chat_id, render.run_output(output, status))
                 return
