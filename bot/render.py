@@ -189,12 +189,13 @@ def progress_report(course: Course, progress: dict[str, LessonProgress], correct
 def help_text() -> Screen:
     """Render /help."""
     lines = [
-        _("I teach the course in short slides with a Quick Check after each lesson."),
+        _("I teach the course in short slides, with a Quick Check and a practice exercise after each lesson."),
         "",
         _("/start – welcome and the course"),
         _("/lessons – the course menu"),
         _("/progress – lessons done and your score"),
         _("/reset – start the course over"),
+        _("/run CODE – run Python code and see its output"),
         _("/help – this message"),
         "",
         _("Turn slides with the buttons under each message. Your place is saved as you go."),
@@ -229,6 +230,7 @@ def commands() -> list[tuple[str, str]]:
         ("lessons", _("The course menu")),
         ("progress", _("Lessons done and your score")),
         ("reset", _("Start the course over")),
+        ("run", _("Run Python code, e.g. /run print(1)")),
         ("help", _("How to use this bot")),
     ]
 
