@@ -1,0 +1,371 @@
+"""Per-job cgroups: the limits a root-owned process cannot escape.
+
+Why cgroups and not rlimits: the runner runs as root, and RLIMIT_NPROC never
+binds a process whose real uid is 0 on the host (kernel/fork.c lets
+INIT_USER through), so only the pids controller stops a fork bomb.  Memory
+is limited the same way so that page cache and tmpfs files count too.
+
+Both layouts are supported and detected at startup from /proc/self/mountinfo:
+
+* cgroup v1 (this host): one hierarchy per controller, e.g.
+  /sys/fs/cgroup/pids and /sys/fs/cgroup/memory; files ``pids.max``,
+  ``memory.limit_in_bytes``, ``memory.memsw.limit_in_bytes``,
+  ``memory.oom_control`` (its ``oom_kill`` counter tells an OOM kill).
+* cgroup v2 (containers, modern distros): one unified tree; ``pids.max``,
+  ``memory.max``, ``memory.swap.max``, ``memory.events`` (``oom_kill``),
+  ``memory.oom.group`` and ``cgroup.kill``.
+
+The tree lives under the runner's own cgroup (so parent limits still apply):
+``<own cgroup>/coursebot-runner.<pid>/slot-<n>``.  A slot is reused by one
+job after another; between jobs everything in it is killed.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import SandboxUnavailable
+from .limits import Limits
+
+TREE_PREFIX = "coursebot-runner."
+V1_REQUIRED = ("pids", "memory")
+V1_OPTIONAL = ("cpu",)
+
+
+@dataclass(frozen=True)
+class Layout:
+    version: int                                          # 1 or 2
+    # v1: controller -> directory of our own cgroup in that hierarchy;
+    # v2: {"unified": directory of our own cgroup}
+    own: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def controllers(self) -> tuple[str, ...]:
+        return tuple(self.own)
+
+
+def _parse_mountinfo(text: str) -> list[tuple[str, str, str, str]]:
+    """(root, mount point, fstype, super options) of every cgroup mount."""
+    out = []
+    for line in text.splitlines():
+        left, _, right = line.partition(" - ")
+        lf, rf = left.split(), right.split()
+        if len(lf) < 5 or len(rf) < 3:
+            continue
+        if rf[0] in ("cgroup", "cgroup2"):
+            out.append((lf[3], lf[4], rf[0], rf[2]))
+    return out
+
+
+def _parse_proc_cgroup(text: str) -> dict[str, str]:
+    """controller (or "" for v2) -> our path in that hierarchy."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, ctrls, path = parts
+        for c in (ctrls.split(",") if ctrls else [""]):
+            out[c] = path
+    return out
+
+
+def _join(mount: str, mount_root: str, path: str) -> Path:
+    # A cgroup namespace (or a bind mount) shows only part of the tree: the
+    # mount's root is a prefix of the path /proc/self/cgroup reports.
+    rel = path
+    if mount_root != "/" and rel.startswith(mount_root):
+        rel = rel[len(mount_root):]
+    return Path(mount) / rel.lstrip("/")
+
+
+def detect(mountinfo: str | None = None, proc_cgroup: str | None = None) -> Layout:
+    """Find a usable layout or raise SandboxUnavailable saying how to fix the host."""
+    mountinfo = mountinfo if mountinfo is not None else Path("/proc/self/mountinfo").read_text()
+    proc_cgroup = proc_cgroup if proc_cgroup is not None else Path("/proc/self/cgroup").read_text()
+    mounts = _parse_mountinfo(mountinfo)
+    mine = _parse_proc_cgroup(proc_cgroup)
+
+    for root, mp, fstype, _opts in mounts:
+        if fstype != "cgroup2" or "" not in mine:
+            continue
+        own = _join(mp, root, mine[""])
+        try:
+            avail = set((own / "cgroup.controllers").read_text().split())
+        except OSError:
+            continue
+        if {"pids", "memory"} <= avail:
+            return Layout(2, {"unified": own})
+
+    v1: dict[str, Path] = {}
+    for root, mp, fstype, opts in mounts:
+        if fstype != "cgroup":
+            continue
+        for c in opts.split(","):
+            if c in V1_REQUIRED + V1_OPTIONAL and c in mine and c not in v1:
+                v1[c] = _join(mp, root, mine[c])
+    if all(c in v1 for c in V1_REQUIRED):
+        return Layout(1, v1)
+    raise SandboxUnavailable(
+        "no usable pids+memory cgroups: mount cgroup v2 at /sys/fs/cgroup with the pids and "
+        "memory controllers enabled for the runner's cgroup (or cgroup v1 pids and memory "
+        "hierarchies), writable by the runner; in Docker run with --cgroupns=private and a "
+        "writable /sys/fs/cgroup")
+
+
+def _write(path: Path, value: str) -> None:
+    with open(path, "w") as f:
+        f.write(value)
+
+
+def _read_kv(path: Path) -> dict[str, int]:
+    out = {}
+    try:
+        for line in path.read_text().splitlines():
+            k, _, v = line.partition(" ")
+            if v.strip().lstrip("-").isdigit():
+                out[k] = int(v)
+    except OSError:
+        pass
+    return out
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class JobCgroup:
+    """One slot's cgroup (one directory per v1 controller, one for v2)."""
+
+    def __init__(self, layout: Layout, dirs: dict[str, Path]) -> None:
+        self.layout = layout
+        self.dirs = dirs
+        self._oom_base = 0
+        self._configured: Limits | None = None
+        # One file is enough to tell what is inside: every job process is in
+        # all of our hierarchies at once.
+        key = "unified" if layout.version == 2 else "pids"
+        self._procs = str(dirs[key] / "cgroup.procs")
+        self._oom_file = str(dirs[key] / "memory.events") if layout.version == 2 else \
+            str(dirs["memory"] / "memory.oom_control")
+        self._add_files = [str(d / "cgroup.procs") for d in dirs.values()]
+
+    # --- setup ---------------------------------------------------------
+    def configure(self, limits: Limits) -> None:
+        if limits == self._configured:       # same limits as last time: nothing to write
+            self._oom_base = self.oom_kills()
+            return
+        self._configured = None
+        if self.layout.version == 2:
+            d = self.dirs["unified"]
+            _write(d / "pids.max", str(limits.max_processes))
+            _write(d / "memory.max", str(limits.memory_bytes))
+            for name, value in (("memory.swap.max", "0"), ("memory.oom.group", "1"),
+                                ("cpu.max", "100000 100000")):
+                if (d / name).exists():
+                    _write(d / name, value)
+        else:
+            _write(self.dirs["pids"] / "pids.max", str(limits.max_processes))
+            m = self.dirs["memory"]
+            lim = str(limits.memory_bytes)
+            memsw = m / "memory.memsw.limit_in_bytes"
+            # limit_in_bytes must stay <= memsw: the order depends on the direction.
+            try:
+                _write(m / "memory.limit_in_bytes", lim)
+                if memsw.exists():
+                    _write(memsw, lim)
+            except OSError:
+                if memsw.exists():
+                    _write(memsw, lim)
+                _write(m / "memory.limit_in_bytes", lim)
+            if "cpu" in self.dirs:
+                # One core at most per job, so one job cannot starve a 2-core host.
+                try:
+                    _write(self.dirs["cpu"] / "cpu.cfs_period_us", "100000")
+                    _write(self.dirs["cpu"] / "cpu.cfs_quota_us", "100000")
+                except OSError:
+                    pass
+        self._configured = limits
+        self._oom_base = self.oom_kills()
+
+    def add(self, pid: int) -> None:
+        data = str(pid).encode()
+        for path in self._add_files:
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+
+    # --- observation ---------------------------------------------------
+    def oom_kills(self) -> int:
+        return _read_kv(Path(self._oom_file)).get("oom_kill", 0)
+
+    def oom_killed(self) -> bool:
+        """Did the kernel OOM-kill something here since configure()?"""
+        return self.oom_kills() > self._oom_base
+
+    def memory_failcnt(self) -> int:
+        if self.layout.version == 2:
+            return _read_kv(self.dirs["unified"] / "memory.events").get("max", 0)
+        try:
+            return int((self.dirs["memory"] / "memory.failcnt").read_text())
+        except (OSError, ValueError):
+            return 0
+
+    def pids(self) -> list[int]:
+        try:
+            with open(self._procs, "rb") as f:
+                return [int(x) for x in f.read().split()]
+        except OSError:
+            return []
+
+    # --- teardown --------------------------------------------------------
+    def kill_all(self, timeout: float = 2.0) -> bool:
+        """SIGKILL everything inside; True once the cgroup is empty."""
+        if self.layout.version == 2:
+            kill = self.dirs["unified"] / "cgroup.kill"
+            if kill.exists():
+                try:
+                    _write(kill, "1")
+                except OSError:
+                    pass
+        deadline = time.monotonic() + timeout
+        while True:
+            pids = self.pids()
+            if not pids:
+                return True
+            for p in pids:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.002)
+
+    def remove(self) -> None:
+        for d in self.dirs.values():
+            try:
+                d.rmdir()
+            except FileNotFoundError:
+                pass
+
+
+class CgroupTree:
+    """``<own cgroup>/coursebot-runner.<pid>/`` and its slots."""
+
+    def __init__(self, layout: Layout, name: str) -> None:
+        self.layout = layout
+        self.name = name
+        self.dirs = {c: p / name for c, p in layout.own.items()}
+        self.slots: list[JobCgroup] = []
+
+    @classmethod
+    def create(cls, slots: int, layout: Layout | None = None, name: str | None = None) -> "CgroupTree":
+        layout = layout or detect()
+        tree = cls(layout, name or f"{TREE_PREFIX}{os.getpid()}")
+        try:
+            tree._cleanup_stale()
+            tree._make(slots)
+        except OSError as e:
+            tree.destroy()
+            raise SandboxUnavailable(
+                f"cannot create cgroups under {', '.join(map(str, layout.own.values()))}: {e}; "
+                "the runner needs write access to its own cgroup (run it as root, or delegate "
+                "the cgroup to its user)") from e
+        return tree
+
+    def _cleanup_stale(self) -> None:
+        # Trees left by runners that died (their pid is the suffix).
+        for parent in self.layout.own.values():
+            if not parent.is_dir():
+                continue
+            for d in parent.iterdir():
+                if not d.name.startswith(TREE_PREFIX) or d.name == self.name:
+                    continue
+                suffix = d.name[len(TREE_PREFIX):]
+                if suffix.isdigit() and _pid_alive(int(suffix)):
+                    continue
+                _remove_tree(d)
+
+    def _make(self, slots: int) -> None:
+        for c, d in self.dirs.items():
+            d.mkdir(exist_ok=True)
+        if self.layout.version == 2:
+            self._enable_v2_controllers()
+        for i in range(slots):
+            dirs = {}
+            for c, d in self.dirs.items():
+                sd = d / f"slot-{i}"
+                sd.mkdir(exist_ok=True)
+                dirs[c] = sd
+            self.slots.append(JobCgroup(self.layout, dirs))
+
+    def _enable_v2_controllers(self) -> None:
+        own = self.layout.own["unified"]
+        mine = self.dirs["unified"]
+        wanted = ["pids", "memory"]
+        if "cpu" in (own / "cgroup.controllers").read_text().split():
+            wanted.append("cpu")
+        ctl = " ".join("+" + c for c in wanted)
+        try:
+            _write(own / "cgroup.subtree_control", ctl)
+        except OSError as e:
+            if e.errno != errno.EBUSY:
+                raise
+            # "No internal processes": a non-root v2 cgroup with processes
+            # cannot hand controllers to children.  Do what container
+            # inits do: move the processes into a leaf, then enable.
+            leaf = own / "coursebot-init"
+            leaf.mkdir(exist_ok=True)
+            for pid in (own / "cgroup.procs").read_text().split():
+                try:
+                    _write(leaf / "cgroup.procs", pid)
+                except OSError:
+                    pass
+            _write(own / "cgroup.subtree_control", ctl)
+        _write(mine / "cgroup.subtree_control", ctl)
+
+    def destroy(self) -> None:
+        for s in self.slots:
+            s.kill_all(timeout=1.0)
+        for d in self.dirs.values():
+            _remove_tree(d)
+
+
+def _remove_tree(d: Path) -> None:
+    if not d.is_dir():
+        return
+    for sub in sorted((p for p in d.iterdir() if p.is_dir()), reverse=True):
+        _remove_tree(sub)
+    try:
+        pids = [int(x) for x in (d / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        pids = []
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for _ in range(200):
+        try:
+            d.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            if e.errno not in (errno.EBUSY, errno.ENOTEMPTY):
+                return
+            time.sleep(0.005)

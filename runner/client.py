@@ -1,0 +1,286 @@
+"""The bot's side: an asyncio client for the runner service.  Never imports torch.
+
+    async with RunnerClient.embedded(RunnerConfig()) as runner:
+        result = await runner.run("print(1 + 1)")
+        graded = await runner.run(code, checks=ExerciseChecks(checks=(Check("g", "x.grad", expect=6.0),)))
+
+    async with RunnerClient.connect("unix:///run/coursebot/runner.sock") as runner:
+        ...
+
+``embedded`` starts ``python -m runner serve`` as a child process with a
+scrubbed environment (no bot token or other secret ever reaches it), waits
+until it has proved its isolation, and stops it on exit.  ``connect`` talks to
+a runner started elsewhere (``unix:///path``, a bare path, or
+``tcp://host:port``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from . import protocol
+from .errors import BY_NAME, ProtocolError, RunnerClosed, RunnerError, SandboxUnavailable
+from .grading import Check, ExerciseChecks  # noqa: F401  (re-exported for the bot)
+from .limits import Limits
+from .result import CheckOutcome, RunResult  # noqa: F401  (re-exported for the bot)
+
+PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+
+
+@dataclass(frozen=True)
+class RunnerConfig:
+    """How to start an embedded runner (env: RUNNER_POOL, RUNNER_QUEUE, RUNNER_BACKEND,
+    RUNNER_BWRAP, RUNNER_SANDBOX_UID, RUNNER_STARTUP_TIMEOUT)."""
+
+    pool_size: int = 2                  # jobs at once
+    queue: int = 32                     # jobs waiting beyond those; more -> RunnerBusy
+    backend: str = "sandbox"            # "sandbox" (bwrap + namespaces) or "docker"
+    python: str = sys.executable        # interpreter for the worker (needs torch)
+    startup_timeout_s: float = 180.0    # seconds to import torch and prove isolation
+    request_timeout_s: float | None = None   # None: the job's own wall limit + margin
+    # Extra variables for the worker, e.g. {"RUNNER_BWRAP": "/usr/bin/bwrap"}.
+    # Only these, PATH and LANG reach it: never the bot's environment.
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "RunnerConfig":
+        env = os.environ if env is None else env
+        kw: dict[str, Any] = {}
+        if env.get("RUNNER_POOL"):
+            kw["pool_size"] = int(env["RUNNER_POOL"])
+        if env.get("RUNNER_QUEUE"):
+            kw["queue"] = int(env["RUNNER_QUEUE"])
+        if env.get("RUNNER_BACKEND"):
+            kw["backend"] = env["RUNNER_BACKEND"]
+        if env.get("RUNNER_STARTUP_TIMEOUT"):
+            kw["startup_timeout_s"] = float(env["RUNNER_STARTUP_TIMEOUT"])
+        kw["env"] = {k: v for k, v in env.items()
+                     if k in ("RUNNER_BWRAP", "RUNNER_SANDBOX_UID", "RUNNER_DOCKER_IMAGE")}
+        return cls(**kw)
+
+
+def worker_env(config: RunnerConfig) -> dict[str, str]:
+    """The worker's whole environment: nothing secret, nothing inherited."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
+           "PYTHONPATH": PACKAGE_PARENT}
+    if os.environ.get("DOCKER_HOST") and config.backend == "docker":
+        env["DOCKER_HOST"] = os.environ["DOCKER_HOST"]
+    env.update(config.env)
+    return env
+
+
+class _Opener:
+    """Both ``await X`` and ``async with X as client`` work."""
+
+    def __init__(self, factory) -> None:
+        self._factory = factory
+        self._client: RunnerClient | None = None
+
+    def __await__(self):
+        return self._factory().__await__()
+
+    async def __aenter__(self) -> "RunnerClient":
+        self._client = await self._factory()
+        return self._client
+
+    async def __aexit__(self, *exc) -> None:
+        if self._client is not None:
+            await self._client.close()
+
+
+class RunnerClient:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 config: RunnerConfig | None = None) -> None:
+        self._reader, self._writer = reader, writer
+        self._config = config or RunnerConfig()
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future] = {}
+        self._lock = asyncio.Lock()
+        self._closed = False
+        self._proc: asyncio.subprocess.Process | None = None
+        self._tmpdir: str | None = None
+        self.info: dict[str, Any] = {}
+        self._reader_task = asyncio.ensure_future(self._read_loop())
+
+    # --- opening -----------------------------------------------------------
+    @classmethod
+    def connect(cls, address: str, timeout: float = 10.0) -> _Opener:
+        """A runner already running at ``unix:///path``, a path, or ``tcp://host:port``."""
+        async def open_() -> RunnerClient:
+            kind, where = protocol.parse_address(address)
+            try:
+                if kind == "unix":
+                    r, w = await asyncio.wait_for(
+                        asyncio.open_unix_connection(where, limit=protocol.MAX_FRAME + 8), timeout)
+                else:
+                    r, w = await asyncio.wait_for(
+                        asyncio.open_connection(*where, limit=protocol.MAX_FRAME + 8), timeout)
+            except (OSError, asyncio.TimeoutError) as e:
+                raise RunnerClosed(f"cannot reach the runner at {address}: {e}") from None
+            client = cls(r, w)
+            client.info = await client.request({"op": "info"})
+            return client
+        return _Opener(open_)
+
+    @classmethod
+    def embedded(cls, config: RunnerConfig | None = None) -> _Opener:
+        """Start ``python -m runner serve`` as our child and connect to it."""
+        config = config or RunnerConfig()
+
+        async def open_() -> RunnerClient:
+            tmpdir = tempfile.mkdtemp(prefix="coursebot-runner-")
+            os.chmod(tmpdir, 0o700)
+            sock = os.path.join(tmpdir, "runner.sock")
+            argv = [config.python, "-m", "runner", "serve", "--socket", sock,
+                    "--pool", str(config.pool_size), "--queue", str(config.queue),
+                    "--backend", config.backend, "--watch-stdin",
+                    "--startup-timeout", str(config.startup_timeout_s)]
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                env=worker_env(config), cwd="/", limit=1 << 20)
+            try:
+                line = await asyncio.wait_for(_ready_line(proc), config.startup_timeout_s + 30)
+            except BaseException:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+                shutil.rmtree(tmpdir, ignore_errors=True)
+                raise
+            if not line.startswith("READY "):
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+                shutil.rmtree(tmpdir, ignore_errors=True)
+                raise _error_from_line(line)
+            r, w = await asyncio.open_unix_connection(sock, limit=protocol.MAX_FRAME + 8)
+            client = cls(r, w, config)
+            client._proc, client._tmpdir = proc, tmpdir
+            client.info = json.loads(line[len("READY "):])
+            return client
+        return _Opener(open_)
+
+    # --- requests ----------------------------------------------------------
+    async def run(self, code: str, limits: Limits | Mapping[str, Any] | None = None,
+                  checks: ExerciseChecks | None = None, seed: int | None = None) -> RunResult:
+        """Run one snippet; a RunResult whatever the code does.  Raises only
+        RunnerError subclasses (RunnerBusy when full, SandboxUnavailable, ...)."""
+        lim = limits.to_dict() if isinstance(limits, Limits) else (dict(limits) if limits else None)
+        msg: dict[str, Any] = {"op": "run", "code": code, "limits": lim,
+                               "checks": checks.to_dict() if checks is not None else None}
+        if seed is not None:
+            msg["seed"] = seed
+        timeout = self._config.request_timeout_s
+        if timeout is None:
+            wall = (lim or {}).get("wall_time_s") or self.info.get("limits", {}).get("wall_time_s", 10.0)
+            # Queueing plus a reference run for graded checks, plus margin.
+            timeout = 3 * float(wall) + 120.0
+        return RunResult.from_dict(await self.request(msg, timeout))
+
+    async def ping(self) -> bool:
+        return bool((await self.request({"op": "ping"}, 10.0)).get("pong"))
+
+    async def request(self, msg: dict[str, Any], timeout: float | None = 30.0) -> Any:
+        if self._closed:
+            raise RunnerClosed("the runner client is closed")
+        rid = next(self._ids)
+        fut = asyncio.get_running_loop().create_future()
+        self._pending[rid] = fut
+        try:
+            async with self._lock:
+                try:
+                    await protocol.write_frame(self._writer, {**msg, "id": rid})
+                except (ConnectionError, RuntimeError) as e:
+                    raise RunnerClosed(f"lost the runner: {e}") from None
+            reply = await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            raise RunnerError(f"the runner did not answer in {timeout:.0f} s") from None
+        finally:
+            self._pending.pop(rid, None)
+        if reply.get("ok"):
+            return reply.get("result")
+        err = reply.get("error") or {}
+        raise BY_NAME.get(err.get("type"), RunnerError)(err.get("message", "runner error"))
+
+    async def _read_loop(self) -> None:
+        exc: BaseException = RunnerClosed("the runner closed the connection")
+        try:
+            while True:
+                msg = await protocol.read_frame(self._reader)
+                if msg is None:
+                    break
+                fut = self._pending.get(msg.get("id"))
+                if fut is not None and not fut.done():
+                    fut.set_result(msg)
+                elif msg.get("id") is None and not msg.get("ok"):
+                    err = msg.get("error") or {}
+                    exc = BY_NAME.get(err.get("type"), RunnerError)(err.get("message"))
+                    break
+        except ProtocolError as e:
+            exc = e
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            exc = RunnerClosed("the runner client is closed")
+        finally:
+            for fut in self._pending.values():
+                if not fut.done():
+                    fut.set_exception(exc)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._reader_task.cancel()
+        with contextlib.suppress(BaseException):
+            await self._reader_task
+        with contextlib.suppress(Exception):
+            self._writer.close()
+            await self._writer.wait_closed()
+        if self._proc is not None:
+            if self._proc.stdin is not None:
+                self._proc.stdin.close()        # the worker sees EOF and shuts down
+            try:
+                await asyncio.wait_for(self._proc.wait(), 10.0)
+            except asyncio.TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    self._proc.kill()
+                await self._proc.wait()
+        if self._tmpdir:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+
+    async def __aenter__(self) -> "RunnerClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+
+async def _ready_line(proc: asyncio.subprocess.Process) -> str:
+    assert proc.stdout is not None
+    while True:
+        raw = await proc.stdout.readline()
+        if not raw:
+            code = await proc.wait()
+            return f"ERROR RunnerError: the runner exited with status {code} before it was ready"
+        line = raw.decode("utf-8", "replace").strip()
+        if line.startswith(("READY ", "ERROR ")):
+            return line
+
+
+def _error_from_line(line: str) -> RunnerError:
+    body = line[len("ERROR "):]
+    name, _, message = body.partition(": ")
+    cls = BY_NAME.get(name)
+    if cls is None:
+        return SandboxUnavailable(body)
+    return cls(message)

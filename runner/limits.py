@@ -1,0 +1,89 @@
+"""Resource limits for one job: the single place where defaults live.
+
+Every field carries its unit in the name and in the comment.  The bot may ask
+for other values per job (``Limits.from_dict``), but never above ``MAXIMUM``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from .errors import InvalidRequest
+
+KiB = 1024
+MiB = 1024 * KiB
+
+
+@dataclass(frozen=True)
+class Limits:
+    # CPU seconds the learner's process may burn (RLIMIT_CPU soft limit;
+    # the hard limit one second later is a SIGKILL).  Threads count together.
+    cpu_time_s: float = 5.0
+    # Wall-clock seconds from the start of the job until the runner kills it.
+    wall_time_s: float = 10.0
+    # Bytes of memory for the whole job: its cgroup limit (anonymous memory,
+    # page cache and the job's tmpfs files all count).
+    memory_bytes: int = 512 * MiB
+    # Tasks (processes + threads) alive at once in the job's pids cgroup,
+    # including the sandbox's own init.  RLIMIT_NPROC is useless for root-owned
+    # processes, so this is the limit that stops fork bombs.
+    max_processes: int = 32
+    # Bytes of stdout + stderr kept; one byte more ends the job (output_limit).
+    output_bytes: int = 64 * KiB
+    # Bytes of the largest file the job may write (RLIMIT_FSIZE).
+    file_size_bytes: int = 8 * MiB
+    # Bytes of each per-job tmpfs (the working directory, /tmp, /dev/shm).
+    tmpfs_bytes: int = 32 * MiB
+    # Open file descriptors per process (RLIMIT_NOFILE).
+    open_files: int = 256
+    # Bytes of source code accepted for one snippet.
+    code_bytes: int = 128 * KiB
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+                raise InvalidRequest(f"limit {f.name} must be a positive number, got {v!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None, base: "Limits | None" = None) -> "Limits":
+        """Defaults (or ``base``) overridden by ``data``, clamped to ``MAXIMUM``."""
+        base = base or DEFAULT
+        if not data:
+            return base
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise InvalidRequest(f"unknown limits: {sorted(unknown)}")
+        merged = dataclasses.replace(base, **dict(data))
+        return merged.clamped()
+
+    def clamped(self, maximum: "Limits | None" = None) -> "Limits":
+        maximum = maximum or MAXIMUM
+        values = {}
+        for f in dataclasses.fields(self):
+            v, hi = getattr(self, f.name), getattr(maximum, f.name)
+            values[f.name] = min(v, hi)
+        return Limits(**values)
+
+
+DEFAULT = Limits()
+
+# Hard ceilings: a request asking for more gets these.  Sized for a 2-core,
+# 24 GiB machine running a couple of jobs at once.
+MAXIMUM = Limits(
+    cpu_time_s=60.0,
+    wall_time_s=120.0,
+    memory_bytes=4096 * MiB,
+    max_processes=256,
+    output_bytes=4 * MiB,
+    file_size_bytes=256 * MiB,
+    tmpfs_bytes=512 * MiB,
+    open_files=4096,
+    code_bytes=1 * MiB,
+)

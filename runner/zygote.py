@@ -1,0 +1,500 @@
+"""The warm process: imports torch once, then forks one child per job.
+
+Runs *inside* the bwrap sandbox (see sandbox.py), started as
+``python -s -B -P -c "...zygote.main(FD)"`` with FD its control socket to
+the runner (AF_UNIX, SOCK_SEQPACKET: one message per datagram, descriptors
+passed with SCM_RIGHTS).
+
+Why it is safe to fork after ``import torch``: the zygote stays
+single-threaded (one intra-op thread, no interop pool started, never a
+``backward()``, which would start autograd's worker threads), and checks
+that before every fork.
+
+Process tree inside the sandbox, per job::
+
+    bwrap init (pid 1)
+    ├── zygote (this module; torch imported)       ─ forks G for each job
+    │     └── G: the learner's process, pid 2 of the job's own pid namespace
+    └── nsforge (forked *before* torch: small)     ─ makes each job's pid ns
+          └── I: that namespace's init (pid 1), reaps orphans, nothing else
+
+A pid namespace is entered by setns() on its init's /proc/PID/ns/pid, so the
+only large fork per job is the zygote's fork of G (~1.5 ms with huge pages,
+see sandbox_env()).  The learner is pid 2, so signals behave normally.
+
+Messages on the control socket (JSON):
+
+    runner -> zygote  {"op": "spawn", "job": ID, "tmpfs_bytes": N}  + fds [sup]
+    runner -> G       {"op": "job", "report": BOOL} + fds [spec, stdout, stderr, done(, report)]
+                      {"op": "ping"}
+    zygote -> runner  {"op": "ready", "torch": VERSION}
+                      {"op": "spawned", "job": ID} | {"op": "spawn_failed", "job": ID, "error": MSG}
+                      {"op": "exit", "job": ID, "status": WAITSTATUS, "utime": S, "stime": S, "maxrss_kb": N}
+                      {"op": "pong"}
+
+The ``sup`` socket talks to G: G sets up its namespaces ahead of time, sends
+its pid with SCM_CREDENTIALS (so the runner can put it into the slot's
+cgroup) and waits.  The runner later sends ``{"op": "job", "report": bool}``
+with fds [spec (a memfd), stdout, stderr(, report)]; G finishes confining
+itself and closes the socket before the first learner line (a setup failure
+is reported there as {"error": MSG} instead).
+"""
+
+from __future__ import annotations
+
+import array
+import builtins
+import ctypes
+import fcntl
+import gc
+import io
+import json
+import linecache
+import os
+import random
+import resource
+import select
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+import types
+
+from . import grading, sandbox, seccomp
+from .limits import Limits
+
+SNIPPET = "<snippet>"
+MAX_FDS = 8
+DONE_FD = 3      # the learner process says "finished, exit code N" here
+REPORT_FD = 4    # graded runs: the extracted values (see grading.py)
+
+
+def recv_msg(sock: socket.socket, bufsize: int = 65536) -> tuple[dict | None, list[int]]:
+    fds = array.array("i")
+    data, anc, _flags, _ = sock.recvmsg(bufsize, socket.CMSG_SPACE(MAX_FDS * fds.itemsize))
+    for level, kind, cdata in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(cdata[: len(cdata) - (len(cdata) % fds.itemsize)])
+    if not data:
+        for fd in fds:
+            os.close(fd)
+        return None, []
+    return json.loads(data), list(fds)
+
+
+def send_msg(sock: socket.socket, msg: dict, fds: list[int] = ()) -> None:
+    data = json.dumps(msg).encode()
+    if fds:
+        sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+    else:
+        sock.send(data)
+
+
+# --- nsforge: makes one pid namespace per job ------------------------------
+
+_pythonapi = ctypes.pythonapi
+
+
+def _raw_clone(flags: int) -> int:
+    """fork() with namespace flags.  Only used by nsforge, a small process;
+    Python's own before/after-fork hooks run as for os.fork()."""
+    _pythonapi.PyOS_BeforeFork()
+    pid = sandbox._libc.syscall(seccomp.SYSCALLS[seccomp.host_arch()]["clone"],
+                                ctypes.c_ulong(flags | signal.SIGCHLD), 0, 0, 0, 0)
+    if pid == 0:
+        _pythonapi.PyOS_AfterFork_Child()
+    else:
+        err = ctypes.get_errno()
+        _pythonapi.PyOS_AfterFork_Parent()
+        if pid < 0:
+            raise OSError(err, f"clone: {os.strerror(err)}")
+    return pid
+
+
+def _init_main(gate: int) -> None:
+    """pid 1 of a job's namespace: reap orphans until killed."""
+    try:
+        os.read(gate, 1)            # nsforge has opened our pid namespace
+        os.closerange(0, 4096)
+        sandbox.drop_capabilities()
+        # Not dumpable: the learner (same uid) cannot open /proc/1/mem.
+        sandbox.prctl(sandbox.PR_SET_DUMPABLE, 0)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        while True:
+            try:
+                os.wait()
+            except ChildProcessError:
+                signal.pause()
+            except InterruptedError:
+                pass
+    finally:
+        os._exit(0)
+
+
+def _nsforge_main(sock: socket.socket) -> None:
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)    # the kernel reaps our inits
+    while True:
+        try:
+            req = sock.recv(16)
+        except InterruptedError:
+            continue
+        if not req:
+            os._exit(0)
+        gate_r, gate_w = os.pipe()
+        try:
+            pid = _raw_clone(sandbox.CLONE_NEWPID)
+        except OSError as e:
+            os.close(gate_r)
+            os.close(gate_w)
+            sock.send(json.dumps({"error": str(e)}).encode())
+            continue
+        if pid == 0:
+            os.close(gate_w)
+            sock.close()
+            _init_main(gate_r)
+        os.close(gate_r)
+        try:
+            nsfd = os.open(f"/proc/{pid}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as e:
+            os.close(gate_w)
+            sock.send(json.dumps({"error": str(e)}).encode())
+            continue
+        try:
+            send_msg(sock, {"pid": pid}, [nsfd])
+        finally:
+            os.close(nsfd)
+            os.write(gate_w, b"g")
+            os.close(gate_w)
+
+
+# --- the learner's process -------------------------------------------------
+
+def _trim(te: traceback.TracebackException, seen: set[int]) -> None:
+    """Keep only the learner's own frames (runner and library frames go)."""
+    if id(te) in seen:
+        return
+    seen.add(id(te))
+    te.stack = traceback.StackSummary.from_list(
+        [f for f in te.stack if f.filename == SNIPPET])
+    for sub in (te.__cause__, te.__context__):
+        if sub is not None:
+            _trim(sub, seen)
+
+
+def format_learner_exception(exc: BaseException) -> str:
+    te = traceback.TracebackException(type(exc), exc, exc.__traceback__, compact=True)
+    _trim(te, set())
+    return "".join(te.format())
+
+
+def _exit_code_of(e: SystemExit) -> int:
+    code = e.code
+    if code is None:
+        return 0
+    if isinstance(code, bool):
+        return int(code)
+    if isinstance(code, int):
+        return code & 0xFF
+    try:
+        sys.stderr.write(f"{code}\n")
+    except Exception:
+        pass
+    return 1
+
+
+def run_snippet(source: str, checks: dict | None, report_fd: int | None) -> int:
+    """Run learner code in a fresh __main__; returns the exit code."""
+    linecache.cache[SNIPPET] = (len(source), None, source.splitlines(True), SNIPPET)
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = builtins
+    sys.modules["__main__"] = main
+    sys.argv = [SNIPPET]
+    exit_code = 0
+    completed = False
+    try:
+        code = compile(source, SNIPPET, "exec", dont_inherit=True)
+        exec(code, main.__dict__)
+        completed = True
+    except SystemExit as e:
+        exit_code = _exit_code_of(e)
+    except BaseException as e:   # noqa: BLE001 - every learner failure is data
+        try:
+            sys.stderr.write(format_learner_exception(e))
+        except Exception:
+            pass
+        exit_code = 1
+    try:
+        threading._shutdown()  # wait for the learner's non-daemon threads, as Python would
+    except BaseException:
+        pass
+    # Graded checks run only after the code ran to its end: an early exit,
+    # an exception or os._exit() leaves no report, which grades as a fail.
+    if completed and checks is not None and report_fd is not None:
+        grading.write_report(report_fd, main.__dict__, checks)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    return exit_code
+
+
+def _say_done(status: int) -> None:
+    """Tell the runner the code finished, so it need not wait for the
+    process teardown (tens of ms: the job's namespaces go with it)."""
+    try:
+        import resource
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        os.write(DONE_FD, json.dumps({"exit": status, "cpu": ru.ru_utime + ru.ru_stime}).encode())
+    except BaseException:
+        pass
+
+
+def _job_main(sup_fd: int, keep: set[int], tmpfs_bytes: int) -> None:
+    """G: confine this freshly forked process, wait for a job, run it.
+
+    Phase 1 (ahead of time, before any job exists): own mount/net/ipc
+    namespaces, fresh /proc and tmpfs, hello to the runner (which moves us
+    into the slot's cgroup), then everything that does not depend on the
+    job: new session, OOM score, working dir, no descriptors but sup, every
+    capability dropped, the job seccomp filter.  Phase 2 (the job arrives on
+    ``sup`` with its descriptors): descriptors in place, rlimits, seeds, the
+    learner's code.  Only phase 2 is on the request's critical path, and
+    nothing the learner can touch ever held a capability.
+    """
+    status = 112
+    sup = None
+    try:
+        for fd in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        signal.set_wakeup_fd(-1)
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP,
+                    signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        sup = socket.socket(fileno=sup_fd)
+        sandbox.enter_job(Limits(tmpfs_bytes=tmpfs_bytes))
+        sandbox.send_credentials(sup)
+
+        os.setsid()                       # kill(0, ...) reaches only the job's own group
+        fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+        os.write(fd, b"1000")             # the OOM killer takes the learner first
+        os.close(fd)
+        sup_hi = fcntl.fcntl(sup.fileno(), fcntl.F_DUPFD_CLOEXEC, 64)
+        old = sup.detach()
+        sup = socket.socket(fileno=sup_hi)
+        os.close(old)
+        os.closerange(3, sup_hi)
+        os.closerange(sup_hi + 1, 1 << 20)
+        os.chdir(sandbox.WORKDIR)
+        sandbox.drop_capabilities()
+        seccomp.install(_JOB_FILTER)
+        stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
+        # Unbuffered: output written before a timeout or a crash still shows.
+        stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
+                                  errors="backslashreplace", write_through=True)
+        stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
+                                  errors="backslashreplace", write_through=True)
+
+        # --- wait for the job (the runner put us in the slot's cgroup first)
+        msg, fds = recv_msg(sup)
+        if msg is None or msg.get("op") != "job":
+            os._exit(113)
+        has_report = bool(msg.get("report"))
+        if len(fds) != (5 if has_report else 4):
+            raise RuntimeError("job message with the wrong descriptors")
+        spec_fd, out_fd, err_fd, done_fd = fds[:4]
+        report_fd = fds[4] if has_report else None
+        with os.fdopen(spec_fd, "rb") as f:
+            spec = json.loads(f.read())
+        limits = Limits(**spec["limits"])
+
+        devnull = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(out_fd, 1)
+        os.dup2(err_fd, 2)
+        # 3 = done, 4 = graded report; everything else closed.  Both are
+        # writable by learner code, which is fine: "done" only lets it end
+        # its own job early, and a report only carries values (grading.py).
+        targets = [(done_fd, DONE_FD)] + ([(report_fd, REPORT_FD)] if report_fd is not None else [])
+        staged = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64) for fd, _ in targets]
+        for fd, (_, target) in zip(staged, targets):
+            os.dup2(fd, target, inheritable=False)
+        os.closerange(3 + len(targets), sup_hi)
+        os.closerange(sup_hi + 1, 1 << 20)
+        sandbox.set_rlimits(limits)
+        seed = int(spec["seed"])
+        random.seed(seed)
+        _torch._C.default_generator.manual_seed(seed)   # CPU build: the only generator
+        np = sys.modules.get("numpy")
+        if np is not None:
+            np.random.seed(seed % (2 ** 32))
+        sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
+        sys.__stdout__, sys.__stderr__, sys.__stdin__ = stdout, stderr, stdin
+        sup.close()
+        sup = None
+        status = run_snippet(spec["code"], spec.get("checks"), REPORT_FD if report_fd is not None else None)
+        _say_done(status, spec.get("done_token", ""))
+    except BaseException as e:   # the machinery failed: say so on sup if still open
+        try:
+            if sup is not None:
+                sup.send(json.dumps({"error": f"{type(e).__name__}: {e}"}).encode())
+        except BaseException:
+            pass
+    finally:
+        os._exit(status)
+
+
+# --- the zygote's loop -----------------------------------------------------
+
+_torch = None
+_JOB_FILTER = b""
+_DEFAULT_LIMITS = Limits()
+
+
+def _warm_up() -> str:
+    """Import torch and everything a job may touch, while still single-threaded."""
+    global _torch
+    import torch
+    torch.set_num_threads(1)
+    # A tensor op or two initialises the allocator and dispatcher without
+    # starting threads; autograd (backward) is never touched here.
+    torch.ones(2, 2) @ torch.ones(2, 2)
+    import torch.nn  # noqa: F401  (lessons use these; import cost paid once)
+    import torch.nn.functional  # noqa: F401
+    import torch.optim  # noqa: F401
+    import math, collections, itertools, functools, dataclasses, typing, pickle, copy  # noqa: F401,E401
+    _torch = torch
+    # Seeding imports torch's per-device seeding helpers the first time:
+    # pay that here, not in every job.
+    torch.manual_seed(0)
+    random.seed(0)
+    grading.capture_pristine()
+    sandbox.prepare_job_primitives()
+    return torch.__version__
+
+
+def _threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+def main(ctl_fd: int) -> None:
+    global _JOB_FILTER
+    ctl = socket.socket(fileno=ctl_fd)
+    _JOB_FILTER = seccomp.Prepared(seccomp.job_filter())
+
+    forge_a, forge_b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    forge_pid = os.fork()          # before torch: nsforge stays small and cheap to fork
+    if forge_pid == 0:
+        ctl.close()
+        forge_a.close()
+        try:
+            _nsforge_main(forge_b)
+        finally:
+            os._exit(0)
+    forge_b.close()
+
+    version = _warm_up()
+    gc.collect()
+    gc.freeze()                    # jobs do not copy-on-write the heap just by collecting
+    if _threads() != 1:
+        send_msg(ctl, {"op": "fatal", "error": f"zygote has {_threads()} threads after warm-up"})
+        os._exit(1)
+
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    keep = {ctl.fileno(), forge_a.fileno(), wake_r, wake_w}
+    jobs: dict[int, tuple[str, int]] = {}   # G pid -> (job id, its init's pid)
+    send_msg(ctl, {"op": "ready", "torch": version, "pid": os.getpid()})
+
+    while True:
+        try:
+            readable, _, _ = select.select([ctl, wake_r], [], [])
+        except InterruptedError:
+            continue
+        if wake_r in readable:
+            try:
+                while os.read(wake_r, 512):
+                    pass
+            except BlockingIOError:
+                pass
+            _reap(ctl, jobs)
+        if ctl not in readable:
+            continue
+        try:
+            msg, fds = recv_msg(ctl)
+        except InterruptedError:
+            continue
+        if msg is None:            # the runner went away
+            os._exit(0)
+        op = msg.get("op")
+        if op == "ping":
+            send_msg(ctl, {"op": "pong", "threads": _threads()})
+        elif op == "spawn":
+            _spawn(ctl, forge_a, msg, fds, jobs, keep)
+        else:
+            for fd in fds:
+                os.close(fd)
+
+
+def _spawn(ctl, forge, msg, fds, jobs, keep) -> None:
+    """Fork a G for a slot; it gets ready and waits for its job on ``sup``."""
+    job = msg.get("job")
+    try:
+        if len(fds) != 1:
+            raise RuntimeError(f"spawn needs 1 descriptor, got {len(fds)}")
+        if _threads() != 1:
+            raise RuntimeError("zygote is no longer single-threaded; refusing to fork")
+        forge.send(b"n")
+        reply, nsfds = recv_msg(forge)
+        if reply is None or "error" in reply or len(nsfds) != 1:
+            for fd in nsfds:
+                os.close(fd)
+            raise RuntimeError(f"nsforge: {reply and reply.get('error')}")
+        init_pid = reply["pid"]
+        nsfd = nsfds[0]
+        try:
+            sandbox.setns(nsfd, sandbox.CLONE_NEWPID)   # our next child is born in it
+        finally:
+            os.close(nsfd)
+        pid = os.fork()
+        if pid == 0:
+            _job_main(fds[0], keep, int(msg.get("tmpfs_bytes") or _DEFAULT_LIMITS.tmpfs_bytes))
+        jobs[pid] = (job, init_pid)
+        send_msg(ctl, {"op": "spawned", "job": job})
+    except Exception as e:  # noqa: BLE001
+        send_msg(ctl, {"op": "spawn_failed", "job": job, "error": f"{type(e).__name__}: {e}"})
+    finally:
+        for fd in fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _reap(ctl, jobs) -> None:
+    while True:
+        try:
+            pid, status, ru = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
+        if pid == 0:
+            return
+        entry = jobs.pop(pid, None)
+        if entry is None:
+            continue
+        job, init_pid = entry
+        try:
+            os.kill(init_pid, signal.SIGKILL)   # ends the job's pid namespace
+        except ProcessLookupError:
+            pass
+        send_msg(ctl, {"op": "exit", "job": job, "status": status, "utime": ru.ru_utime,
+                       "stime": ru.ru_stime, "maxrss_kb": ru.ru_maxrss})

@@ -1,0 +1,147 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runner import cgroups
+from runner.errors import SandboxUnavailable
+from runner.limits import Limits
+
+V1_MOUNTINFO = """\
+31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+"""
+V1_PROC = "8:pids:/\n4:memory:/a/b\n1:cpu:/\n0::/\n"
+
+
+def test_detect_v1_hybrid(tmp_path):
+    # The unified mount has no pids/memory here (hybrid host): v1 wins.
+    layout = cgroups.detect(V1_MOUNTINFO.replace("/sys/fs/cgroup/unified", str(tmp_path)), V1_PROC)
+    assert layout.version == 1
+    assert layout.own["memory"] == Path("/sys/fs/cgroup/memory/a/b")
+    assert layout.own["pids"] == Path("/sys/fs/cgroup/pids")
+
+
+def test_detect_v2(tmp_path):
+    own = tmp_path / "sub"
+    own.mkdir()
+    (own / "cgroup.controllers").write_text("cpu memory pids io\n")
+    mi = f"30 23 0:27 / {tmp_path} rw - cgroup2 cgroup2 rw\n"
+    layout = cgroups.detect(mi, "0::/sub\n")
+    assert layout.version == 2 and layout.own == {"unified": own}
+
+
+def test_detect_v2_under_cgroupns_root(tmp_path):
+    (tmp_path / "cgroup.controllers").write_text("memory pids\n")
+    mi = f"30 23 0:27 /docker/abc {tmp_path} rw - cgroup2 cgroup2 rw\n"
+    layout = cgroups.detect(mi, "0::/docker/abc\n")
+    assert layout.own == {"unified": tmp_path}
+
+
+def test_detect_nothing_usable():
+    with pytest.raises(SandboxUnavailable, match="pids"):
+        cgroups.detect("1 0 0:1 / / rw - ext4 /dev/x rw\n", "0::/\n")
+
+
+def _fake_v2(tmp_path, with_procs=False):
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "cgroup.controllers").write_text("cpu memory pids\n")
+    (own / "cgroup.subtree_control").write_text("")
+    (own / "cgroup.procs").write_text("")
+    return cgroups.Layout(2, {"unified": own})
+
+
+def test_v2_tree_on_a_fake_filesystem(tmp_path, monkeypatch):
+    layout = _fake_v2(tmp_path)
+    orig_mkdir = Path.mkdir
+
+    def mkdir(self, *a, **k):   # a real cgroupfs makes the control files itself
+        orig_mkdir(self, *a, **k)
+        for name in ("cgroup.procs", "cgroup.subtree_control", "memory.events", "pids.max",
+                     "memory.max", "cgroup.kill"):
+            (self / name).touch()
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    tree = cgroups.CgroupTree(layout, "coursebot-runner.test")
+    tree._make(2)
+    assert (layout.own["unified"] / "cgroup.subtree_control").read_text() == "+pids +memory +cpu"
+    slot = tree.slots[1]
+    slot.configure(Limits(max_processes=7, memory_bytes=1 << 20))
+    assert (slot.dirs["unified"] / "pids.max").read_text() == "7"
+    assert (slot.dirs["unified"] / "memory.max").read_text() == str(1 << 20)
+    (slot.dirs["unified"] / "memory.events").write_text("low 0\nmax 3\noom 1\noom_kill 1\n")
+    assert slot.oom_killed()
+    assert slot.kill_all(timeout=0.1)          # empty cgroup.procs
+    assert (slot.dirs["unified"] / "cgroup.kill").read_text() == "1"
+
+
+def test_parse_helpers():
+    assert cgroups._parse_proc_cgroup("4:memory:/x\n1:cpu,cpuacct:/y\n0::/z\n") == {
+        "memory": "/x", "cpu": "/y", "cpuacct": "/y", "": "/z"}
+    assert cgroups._join("/sys/fs/cgroup", "/docker/1", "/docker/1/sub") == Path("/sys/fs/cgroup/sub")
+
+
+def _real_tree():
+    try:
+        layout = cgroups.detect()
+        return cgroups.CgroupTree.create(1, layout, name=f"{cgroups.TREE_PREFIX}{os.getpid()}-t")
+    except SandboxUnavailable as e:
+        pytest.skip(f"no writable cgroups here: {e}")
+
+
+def test_real_pids_limit_binds_bounded():
+    """A BOUNDED fork test (40 tries, limit 6): never a real fork bomb."""
+    tree = _real_tree()
+    try:
+        slot = tree.slots[0]
+        slot.configure(Limits(max_processes=6))
+        code = ("import os, sys, time\n"
+                "sys.stdin.readline()\n"
+                "kids = []\n"
+                "for _ in range(40):\n"
+                "    try:\n"
+                "        pid = os.fork()\n"
+                "    except OSError:\n"
+                "        continue\n"
+                "    if pid == 0:\n"
+                "        time.sleep(0.3)\n"
+                "        os._exit(0)\n"
+                "    kids.append(pid)\n"
+                "for p in kids:\n"
+                "    os.waitpid(p, 0)\n"
+                "print(len(kids))\n")
+        p = subprocess.Popen([sys.executable, "-S", "-c", code], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+        slot.add(p.pid)
+        out, _ = p.communicate("go\n", timeout=30)
+        assert 0 < int(out) <= 5          # the helper itself is one of the 6
+    finally:
+        tree.destroy()
+
+
+def test_real_kill_all_reaps_a_setsid_daemon():
+    tree = _real_tree()
+    try:
+        slot = tree.slots[0]
+        slot.configure(Limits())
+        p = subprocess.Popen([sys.executable, "-S", "-c",
+                              "import os, time, sys\nsys.stdin.readline()\n"
+                              "if os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\n"
+                              "print('forked', flush=True)\ntime.sleep(60)\n"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        slot.add(p.pid)
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        assert p.stdout.readline().strip() == "forked"
+        assert len(slot.pids()) == 2
+        assert slot.kill_all(timeout=5)
+        p.wait(timeout=5)
+        assert slot.pids() == []
+    finally:
+        tree.destroy()
+    assert not any(d.exists() for d in tree.dirs.values())

@@ -1,0 +1,166 @@
+"""The warm pool against the REAL sandbox."""
+
+import asyncio
+import os
+import signal
+
+import pytest
+import pytest_asyncio
+
+from runner.errors import InvalidRequest, RunnerBusy
+from runner.grading import Check, ExerciseChecks
+from runner.limits import Limits
+from tests.runner_cases.helpers import start_pool
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def pool():
+    p = await start_pool(size=2, queue=4)
+    yield p
+    await p.close()
+
+
+async def test_self_check_proved_isolation(pool):
+    assert pool.pids_limit_proven
+    st = pool.stats()
+    assert st["torch"] and st["cgroup_version"] in (1, 2)
+
+
+async def test_trivial(pool):
+    r = await pool.run("print(1 + 1)")
+    assert (r.status, r.stdout, r.stderr, r.exit_code, r.signal, r.truncated) == ("ok", "2\n", "", 0, None, False)
+    assert r.duration_ms >= 0
+
+
+async def test_torch_and_autograd(pool):
+    r = await pool.run("import torch\nx = torch.tensor(3.0, requires_grad=True)\n"
+                       "(x ** 2).backward()\nprint(x.grad.item())")
+    assert r.status == "ok" and r.stdout == "6.0\n"
+
+
+async def test_exception_traceback_is_trimmed(pool):
+    r = await pool.run("def f(x):\n    return x / 0\n\nf(1)\n")
+    assert r.status == "error" and r.exit_code == 1
+    assert 'File "<snippet>", line 4, in <module>' in r.stderr
+    assert 'File "<snippet>", line 2, in f' in r.stderr
+    assert "runner" not in r.stderr and "zygote" not in r.stderr
+    assert r.stderr.rstrip().endswith("ZeroDivisionError: division by zero")
+
+
+async def test_torch_error_keeps_only_learner_frames(pool):
+    r = await pool.run("import torch\ntorch.ones(2, 3) @ torch.ones(4, 5)\n")
+    assert r.status == "error" and "<snippet>" in r.stderr and "site-packages" not in r.stderr
+    assert "RuntimeError" in r.stderr
+
+
+async def test_syntax_error(pool):
+    r = await pool.run("x = (\n")
+    assert r.status == "error" and "SyntaxError" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("code,status,exit_code", [
+    ("import sys; sys.exit(0)", "ok", 0),
+    ("import sys; sys.exit(3)", "error", 3),
+    ("import os; os._exit(5)", "error", 5),
+    ("raise SystemExit('bye')", "error", 1),
+])
+async def test_exit_codes(pool, code, status, exit_code):
+    r = await pool.run(code)
+    assert (r.status, r.exit_code) == (status, exit_code)
+
+
+async def test_each_limit_has_its_status(pool):
+    r = await pool.run("import time; time.sleep(30)", limits={"wall_time_s": 0.5})
+    assert r.status == "timeout"
+    r = await pool.run("while True: pass", limits={"cpu_time_s": 1, "wall_time_s": 10})
+    assert r.status == "timeout" and r.signal in (signal.SIGXCPU, signal.SIGKILL)
+    r = await pool.run("b = bytearray(600 * 2**20)\nb[::4096] = b'x' * len(b[::4096])",
+                       limits={"memory_bytes": 128 * 2**20})
+    assert r.status == "memory_limit"
+    r = await pool.run("print('x' * 100000)", limits={"output_bytes": 1000})
+    assert r.status == "output_limit" and r.truncated and len(r.stdout) == 1000
+    r = await pool.run("import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    assert r.status == "killed" and r.signal == signal.SIGKILL and r.exit_code is None
+
+
+async def test_output_before_a_timeout_is_kept(pool):
+    r = await pool.run("print('before', end='')\nwhile True: pass", limits={"wall_time_s": 1})
+    assert r.status == "timeout" and r.stdout == "before"
+
+
+async def test_reseeded_per_job(pool):
+    code = "import random, torch\nprint(random.random(), torch.rand(1).item())"
+    a, b = await pool.run(code, seed=42), await pool.run(code, seed=42)
+    c, d = await pool.run(code), await pool.run(code)
+    assert a.stdout == b.stdout
+    assert c.stdout != d.stdout
+
+
+async def test_parallel_jobs(pool):
+    rs = await asyncio.gather(*[pool.run(f"print({i} * 2)") for i in range(6)])
+    assert [r.stdout for r in rs] == [f"{i * 2}\n" for i in range(6)]
+
+
+async def test_busy_when_queue_is_full(pool):
+    slow = [asyncio.ensure_future(pool.run("import time; time.sleep(1.5)")) for _ in range(6)]
+    await asyncio.sleep(0.2)
+    with pytest.raises(RunnerBusy):
+        await pool.run("print(1)")
+    rs = await asyncio.gather(*slow)
+    assert all(r.status == "ok" for r in rs)
+    assert (await pool.run("print(1)")).stdout == "1\n"
+
+
+async def test_bad_requests(pool):
+    with pytest.raises(InvalidRequest):
+        await pool.run("x" * (Limits().code_bytes + 1))
+    with pytest.raises(InvalidRequest):
+        await pool.run("print(1)", limits={"bogus": 1})
+    with pytest.raises(InvalidRequest):
+        await pool.run(b"print(1)")
+
+
+async def test_runs_as_unprivileged_uid(pool):
+    r = await pool.run("import os\nprint(os.getuid(), os.geteuid(), os.getpid())\n"
+                       "print(open('/proc/self/status').read().split('CapEff:')[1].split()[0])")
+    uid, euid, pid = r.stdout.split()[:3]
+    assert uid == euid and pid == "2"
+    if os.geteuid() == 0:
+        assert uid != "0"
+    assert r.stdout.split()[3] == "0000000000000000"
+
+
+async def test_graded_checks(pool):
+    checks = ExerciseChecks(checks=(Check("grad", "x.grad", expect=6.0),
+                                    Check("leaf", "x.is_leaf", kind="true")))
+    good = "import torch\nx = torch.tensor(3.0, requires_grad=True)\n(x * x).backward()\n"
+    r = await pool.run(good, checks=checks)
+    assert r.passed and [c.passed for c in r.checks] == [True, True]
+    r = await pool.run(good, checks=ExerciseChecks(checks=(Check("grad", "x.grad", expect=6.0),)))
+    assert r.passed and r.checks[0].message_key == "checks.passed"
+    r = await pool.run(good.replace("x * x", "x * x * x"),
+                       checks=ExerciseChecks(checks=(Check("grad", "x.grad", expect=6.0),)))
+    assert not r.passed and r.checks[0].message_key == "checks.mismatch"
+
+
+async def test_graded_with_reference_and_seed(pool):
+    ref = "import torch\nx = torch.randn(4, requires_grad=True)\n(x.sin().sum()).backward()\n"
+    checks = ExerciseChecks(checks=(Check("g", "x.grad"),), reference=ref)
+    r = await pool.run(ref.replace("x.sin().sum()", "torch.sin(x).sum()"), checks=checks)
+    assert r.passed
+    r = await pool.run(ref.replace("sin", "cos"), checks=checks)
+    assert not r.passed
+
+
+async def test_zygote_restarts_after_it_dies(pool):
+    os.killpg(pool.zygote.proc.pid, signal.SIGKILL)
+    await asyncio.sleep(0.2)
+    for _ in range(3):
+        try:
+            r = await pool.run("print('back')")
+            break
+        except Exception:       # the job that met the dead zygote fails as machinery
+            continue
+    assert r.stdout == "back\n"

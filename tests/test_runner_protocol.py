@@ -1,0 +1,56 @@
+import asyncio
+import struct
+
+import pytest
+
+from runner import protocol
+from runner.errors import ProtocolError
+
+
+def test_encode_decode():
+    frame = protocol.encode({"id": 1, "op": "ping"})
+    (n,) = struct.unpack(">I", frame[:4])
+    assert n == len(frame) - 4
+    assert protocol.decode(frame[4:]) == {"v": 1, "id": 1, "op": "ping"}
+
+
+@pytest.mark.parametrize("body", [b'{"v": 2, "op": "ping"}', b'{"op": "ping"}', b"[1]", b"\xff", b"{"])
+def test_bad_frames(body):
+    with pytest.raises(ProtocolError):
+        protocol.decode(body)
+
+
+def test_version_error_message_is_clear():
+    with pytest.raises(ProtocolError, match="unsupported protocol version 2"):
+        protocol.decode(b'{"v": 2}')
+
+
+async def test_read_frame_stream():
+    r = asyncio.StreamReader()
+    r.feed_data(protocol.encode({"a": 1}) + protocol.encode({"b": 2}))
+    r.feed_eof()
+    assert (await protocol.read_frame(r))["a"] == 1
+    assert (await protocol.read_frame(r))["b"] == 2
+    assert await protocol.read_frame(r) is None
+
+
+async def test_read_frame_truncated_and_oversized():
+    r = asyncio.StreamReader()
+    r.feed_data(b"\x00\x00")
+    r.feed_eof()
+    with pytest.raises(ProtocolError):
+        await protocol.read_frame(r)
+    r = asyncio.StreamReader()
+    r.feed_data(struct.pack(">I", protocol.MAX_FRAME + 1))
+    with pytest.raises(ProtocolError):
+        await protocol.read_frame(r)
+
+
+def test_parse_address():
+    assert protocol.parse_address("unix:///run/x.sock") == ("unix", "/run/x.sock")
+    assert protocol.parse_address("/run/x.sock") == ("unix", "/run/x.sock")
+    assert protocol.parse_address("tcp://127.0.0.1:9000") == ("tcp", ("127.0.0.1", 9000))
+    assert protocol.parse_address("tcp://[::1]:9000") == ("tcp", ("::1", 9000))
+    for bad in ("http://x", "tcp://host", "unix://relative"):
+        with pytest.raises(ValueError):
+            protocol.parse_address(bad)

@@ -1,0 +1,37 @@
+import pytest
+
+from runner.result import STATUSES, CheckOutcome, RunResult
+
+
+def sample(**kw):
+    base = dict(status="ok", stdout="a", stderr="", exit_code=0, signal=None,
+                duration_ms=1.5, truncated=False)
+    base.update(kw)
+    return RunResult(**base)
+
+
+def test_public_dict_has_exactly_the_cli_fields():
+    assert list(sample().public_dict()) == ["status", "stdout", "stderr", "exit_code", "signal",
+                                            "duration_ms", "truncated"]
+
+
+def test_round_trip_with_checks():
+    r = sample(checks=[CheckOutcome("a", True, "checks.passed", {"expr": "x"})], passed=True)
+    back = RunResult.from_dict(r.to_dict())
+    assert back == r
+    assert back.graded and back.passed and back.ok
+
+
+def test_unknown_status_rejected():
+    with pytest.raises(ValueError):
+        sample(status="weird")
+
+
+def test_statuses():
+    assert set(STATUSES) == {"ok", "error", "timeout", "memory_limit", "output_limit", "killed"}
+
+
+def test_outcome_params_are_read_only():
+    o = CheckOutcome("a", False, "k", {"x": 1})
+    with pytest.raises(TypeError):
+        o.params["x"] = 2

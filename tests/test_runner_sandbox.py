@@ -1,0 +1,82 @@
+"""The zygote's bwrap command line: what is (and is not) exposed."""
+
+import json
+import os
+
+import pytest
+
+from runner import sandbox
+from runner.errors import SandboxUnavailable
+from tests.runner_cases.helpers import repo_root
+
+
+@pytest.fixture
+def plan():
+    cfg = sandbox.SandboxConfig.from_env()
+    if not os.access(cfg.bwrap, os.X_OK):
+        pytest.skip("no bwrap on this host (apt-get install -y bubblewrap)")
+    p = sandbox.plan(cfg, ["/bin/true"], [], b"\0" * 8)
+    yield p
+    p.close_fds()
+    p.remove_stage()
+
+
+def bwrap_argv(p):
+    return json.loads(p.argv[-1])["argv"]
+
+
+def ro_dests(argv):
+    return [argv[i + 2] for i, a in enumerate(argv) if a == "--ro-bind"]
+
+
+def test_namespaces_and_hardening(plan):
+    argv = bwrap_argv(plan)
+    for flag in ("--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+                 "--unshare-uts", "--die-with-parent", "--new-session", "--clearenv"):
+        assert flag in argv
+    assert "--seccomp" in argv
+    assert argv[argv.index("--remount-ro", argv.index("--dir")) + 1] == "/dev"
+    assert argv[-3:-1] != ["--share-net"]
+    assert "--share-net" not in argv and "--bind" not in argv and "--dev-bind" not in argv
+
+
+def test_only_interpreter_and_libraries_exposed(plan):
+    dests = ro_dests(bwrap_argv(plan))
+    root = repo_root()
+    for d in dests:
+        assert d != "/" and d != "/root" and d != "/home" and d != "/etc"
+        assert not d.startswith("/home/")
+        # From the repo: only the virtualenv, never lessons/, data/, bot/.
+        if d.startswith(root + "/") or d == root:
+            assert d.startswith(os.path.join(root, ".venv")), d
+    assert f"{sandbox.PKG_ROOT}/runner" in dests
+    assert "/etc/shadow" not in dests and "/etc/passwd" not in dests
+
+
+def test_environment_is_fixed(plan):
+    argv = bwrap_argv(plan)
+    keys = [argv[i + 1] for i, a in enumerate(argv) if a == "--setenv"]
+    assert set(keys) == set(sandbox.sandbox_env())
+    assert not any("TOKEN" in k or "SECRET" in k for k in keys)
+
+
+def test_root_drops_to_sandbox_uid(plan):
+    spec = json.loads(plan.argv[-1])
+    if os.geteuid() == 0:
+        assert spec["root"] and spec["uid"] != 0 and spec["gid"] != 0
+        assert all(staged.startswith(plan.cleanup[0]) for _src, staged in spec["stage_binds"])
+    else:
+        assert spec["uid"] == os.getuid()
+
+
+def test_missing_bwrap_is_refused_with_a_fix():
+    cfg = sandbox.SandboxConfig(bwrap="/nonexistent/bwrap")
+    with pytest.raises(SandboxUnavailable, match="apt-get install -y bubblewrap"):
+        sandbox.plan(cfg, ["/bin/true"], [], None)
+    assert any("bubblewrap" in p for p in sandbox.host_problems(cfg))
+
+
+def test_python_binds_are_real_dirs():
+    binds = sandbox.python_binds(sandbox.SandboxConfig().python)
+    assert binds and all(os.path.isdir(b) for b in binds)
+    assert len(set(binds)) == len(binds)

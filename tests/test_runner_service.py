@@ -1,0 +1,141 @@
+"""The service and the client over real sockets (a fake backend: protocol only)."""
+
+import asyncio
+import json
+import os
+import struct
+
+import pytest
+
+from runner import protocol
+from runner.client import RunnerClient
+from runner.errors import InvalidRequest, ProtocolError, RunnerBusy, RunnerClosed
+from runner.grading import Check, ExerciseChecks
+from runner.result import CheckOutcome, RunResult
+from runner.service import SECRET_ENV, Service, scrub_environment
+
+
+class FakeBackend:
+    def __init__(self):
+        self.calls = []
+
+    async def run(self, code, limits=None, checks=None, seed=None):
+        self.calls.append((code, limits, checks, seed))
+        if code == "busy":
+            raise RunnerBusy("full")
+        if code.startswith("sleep"):
+            await asyncio.sleep(float(code.split()[1]))
+        outcomes = tuple(CheckOutcome(c.id, True, "checks.passed") for c in checks.checks) if checks else ()
+        return RunResult("ok", code.upper(), "", 0, None, 1.0, False, outcomes, bool(outcomes))
+
+    def stats(self):
+        return {"backend": "fake"}
+
+    async def close(self):
+        pass
+
+
+@pytest.fixture
+async def served(tmp_path):
+    backend = FakeBackend()
+    svc = Service(backend)
+    path = str(tmp_path / "r.sock")
+    await svc.listen(f"unix://{path}")
+    await svc.listen("tcp://127.0.0.1:0")
+    yield svc, backend, path
+    await svc.close()
+
+
+async def test_run_over_unix_and_tcp(served):
+    svc, backend, path = served
+    assert oct(os.stat(path).st_mode & 0o777) == "0o600"
+    tcp = [a for a in svc.addresses() if a.startswith("tcp://")][0]
+    for addr in (f"unix://{path}", path, tcp):
+        async with RunnerClient.connect(addr) as c:
+            r = await c.run("hello", limits={"cpu_time_s": 1}, seed=5)
+            assert r.stdout == "HELLO" and r.status == "ok"
+            assert await c.ping()
+            assert c.info["protocol"] == 1 and c.info["backend"] == "fake"
+    assert backend.calls[0][1:] == ({"cpu_time_s": 1}, None, 5)
+
+
+async def test_many_requests_in_flight_answered_by_id(served):
+    _, _, path = served
+    async with RunnerClient.connect(path) as c:
+        rs = await asyncio.gather(c.run("sleep 0.2"), c.run("a"), c.run("sleep 0.1"))
+        assert [r.stdout for r in rs] == ["SLEEP 0.2", "A", "SLEEP 0.1"]
+
+
+async def test_errors_are_reraised_as_their_class(served):
+    _, _, path = served
+    async with RunnerClient.connect(path) as c:
+        with pytest.raises(RunnerBusy):
+            await c.run("busy")
+        with pytest.raises(InvalidRequest):
+            await c.request({"op": "nope"})
+        with pytest.raises(InvalidRequest):
+            await c.request({"op": "run", "code": 3})
+
+
+async def test_checks_travel(served):
+    _, backend, path = served
+    checks = ExerciseChecks(checks=(Check("g", "x.grad", expect=[1.0, 2.0]),))
+    async with RunnerClient.connect(path) as c:
+        r = await c.run("x", checks=checks)
+    assert backend.calls[-1][2] == checks
+    assert r.passed and r.checks[0].id == "g"
+
+
+async def raw_exchange(path, payload: bytes):
+    r, w = await asyncio.open_unix_connection(path)
+    w.write(payload)
+    await w.drain()
+    header = await r.readexactly(4)
+    body = await r.readexactly(struct.unpack(">I", header)[0])
+    w.close()
+    return json.loads(body)
+
+
+async def test_other_protocol_versions_rejected_clearly(served):
+    _, backend, path = served
+    body = json.dumps({"v": 2, "id": 9, "op": "run", "code": "x"}).encode()
+    reply = await raw_exchange(path, struct.pack(">I", len(body)) + body)
+    assert reply["id"] == 9 and reply["ok"] is False
+    assert reply["error"]["type"] == "ProtocolError" and "version" in reply["error"]["message"]
+    assert backend.calls == []       # never acted on
+
+
+async def test_garbage_frames(served):
+    _, _, path = served
+    reply = await raw_exchange(path, struct.pack(">I", 3) + b"{{{")
+    assert reply["error"]["type"] == "ProtocolError"
+    reply = await raw_exchange(path, struct.pack(">I", protocol.MAX_FRAME + 1))
+    assert reply["error"]["type"] == "ProtocolError"
+
+
+async def test_connect_failures(tmp_path):
+    with pytest.raises(RunnerClosed):
+        await RunnerClient.connect(str(tmp_path / "nothing.sock"), timeout=1)
+    with pytest.raises(ValueError):
+        await RunnerClient.connect("http://x")
+
+
+async def test_server_going_away_fails_pending(served):
+    svc, _, path = served
+    c = await RunnerClient.connect(path)
+    task = asyncio.ensure_future(c.run("sleep 5"))
+    await asyncio.sleep(0.1)
+    c._writer.close()
+    with pytest.raises((RunnerClosed, ProtocolError)):
+        await task
+    await c.close()
+
+
+def test_scrub_environment(monkeypatch):
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "x")
+    monkeypatch.setenv("DB_PASSWORD", "x")
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    scrub_environment()
+    assert "TELEGRAM_BOT_TOKEN" not in os.environ and "DB_PASSWORD" not in os.environ
+    assert os.environ["LANG"] == "C.UTF-8"
+    assert SECRET_ENV.search("AWS_SECRET_ACCESS_KEY")
