@@ -22,10 +22,10 @@ $(INSTALLED): pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,runner]'
 	touch $@
 
-# Compiled anew from the .po files every time, so no stale .mo is ever used;
+# Compiled anew from the .po files every time (fuzzy entries left out), so no stale .mo is ever used;
 # the bot itself compiles its catalogs in memory at start for the same reason.
 catalogs: $(INSTALLED)
-	$(PYBABEL) compile --use-fuzzy=false -d locales -D messages --statistics 2>&1 | sed 's/^/  /'
+	$(PYBABEL) compile -d locales -D messages --statistics
 
 # Translator workflow: extract the strings from the code, then merge them into every catalog.
 extract: $(INSTALLED)
