@@ -36,6 +36,11 @@ log = logging.getLogger("runner.pool")
 MEMORY_ERROR_MARKERS = ("MemoryError", "can't allocate memory", "DefaultCPUAllocator",
                         "not enough memory", "std::bad_alloc")
 SETUP_TIMEOUT_S = 15.0     # seconds for a job's sandbox to get ready (not learner time)
+FIX_HINT = ("to fix the host: install bubblewrap (apt-get install -y bubblewrap), enable "
+            "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; "
+            "sysctl user.max_user_namespaces=15000; on Ubuntu also "
+            "sysctl kernel.apparmor_restrict_unprivileged_userns=0), and give the runner "
+            "write access to its cgroup (pids + memory controllers)")
 
 
 @dataclass(frozen=True)
@@ -194,7 +199,7 @@ class Zygote:
         err = JobFailed(f"the sandboxed zygote died; its stderr: {self.stderr_tail()}")
         if self._ready and not self._ready.done():
             self._ready.set_exception(SandboxUnavailable(
-                f"the sandbox failed to start: {self.stderr_tail()}"))
+                f"the sandbox failed to start: {self.stderr_tail()}; {FIX_HINT}"))
         for fut in self._waiters.values():
             if not fut.done():
                 fut.set_exception(err)
@@ -514,7 +519,7 @@ class Pool:
                 return ready
             # Died while waiting (zygote restart), or prepared with other
             # tmpfs sizes than this job asks for: make another.
-            ready.sup.close()          # died while waiting (zygote restart): make another
+            ready.sup.close()
             self._recycle(ready.cgroup)
         raise JobFailed("could not prepare a sandbox for the job")
 
@@ -564,6 +569,7 @@ class Pool:
                     loop.add_reader(fd, self._on_side, fd, job, name)
                 readers.append(fd)
             started_at = time.monotonic()
+            self._T = [time.monotonic()]
 
             waits = {exit_fut, asyncio.ensure_future(job.stop.wait()),
                      asyncio.ensure_future(job.done_event.wait())}
@@ -576,6 +582,7 @@ class Pool:
                         w.cancel()
             timed_out = not done
             ended_at = time.monotonic()
+            self._T.append(ended_at)
             # Whatever happened, nothing of this job survives it.
             cg.kill_all(timeout=0)
             exit_msg = exit_fut.result() if exit_fut.done() else None
@@ -654,6 +661,7 @@ class Pool:
                 buf.clear()
                 buf += b"!"            # oversized: never a valid done/report
             if name == "done" and buf.endswith(b"}") and job.token.encode() in buf[-200:]:
+                self._T_cb = time.monotonic()
                 job.done_event.set()
 
     def _drain_side(self, fd: int, job: "_Job", name: str) -> None:
@@ -775,7 +783,6 @@ class Pool:
     # --- proving the isolation -----------------------------------------------
     async def self_check(self) -> None:
         """Refuse to serve unless a probe job shows the isolation holds."""
-        failures: list[str] = []
         res = await self.run("print(6 * 7)")
         if res.status != "ok" or res.stdout != "42\n":
             raise SandboxUnavailable(f"the sandbox cannot run a trivial snippet: {res.status} "
@@ -812,28 +819,10 @@ class Pool:
             facts = json.loads(res.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
             raise SandboxUnavailable(f"the isolation probe failed to run: {res.status} {res.stderr[-800:]}") from None
-        if facts["inet"] == "ALLOWED" or facts["inet6"] == "ALLOWED":
-            failures.append("a job could open an IP socket (need a seccomp filter and a fresh net namespace)")
-        if facts["loopback"] == "ALLOWED":
-            failures.append("a job reached the host's loopback")
-        if facts["unix"] == "ALLOWED":
-            failures.append("a job reached a host Unix socket")
-        if facts["planted"]:
-            failures.append("a job could see a file planted on the host")
         # /root may hold the interpreter (pyenv): only the path down to it is expected.
         allowed_root = {Path(d).parts[2] for d in sandbox.python_binds(self.config.sandbox.python)
                         if d.startswith("/root/")}
-        if facts["root"] and not set(facts["root"]) <= allowed_root:
-            failures.append(f"a job could see /root: {facts['root']}")
-        st = facts["status"]
-        if st.get("NoNewPrivs") != "1" or st.get("Seccomp") != "2":
-            failures.append("no_new_privs or seccomp is not in force for jobs")
-        if int(st.get("CapEff", "1"), 16) != 0 or int(st.get("CapBnd", "1"), 16) != 0:
-            failures.append("a job still holds capabilities")
-        if facts["pids"] != ["1", "2"]:
-            failures.append(f"a job's pid namespace is not its own: {facts['pids']}")
-        if facts["env"]:
-            failures.append(f"the job's environment leaks: {facts['env']}")
+        failures = probe_failures(facts, allowed_root)
         if not failures:
             # A BOUNDED fork test (never a real bomb): 40 tries, limit 8 tasks.
             res = await self.run(FORK_PROBE, limits={"max_processes": 8, "wall_time_s": 20})
@@ -847,7 +836,33 @@ class Pool:
             else:
                 self.pids_limit_proven = True
         if failures:
-            raise SandboxUnavailable("isolation check failed, refusing to run code: " + "; ".join(failures))
+            raise SandboxUnavailable("isolation check failed, refusing to run code: "
+                                     + "; ".join(failures) + f"; {FIX_HINT}")
+
+
+def probe_failures(facts: dict, allowed_root: set[str]) -> list[str]:
+    """What the isolation probe's findings say is broken (pure)."""
+    failures = []
+    if facts.get("inet") == "ALLOWED" or facts.get("inet6") == "ALLOWED":
+        failures.append("a job could open an IP socket (need a seccomp filter and a fresh net namespace)")
+    if facts.get("loopback") == "ALLOWED":
+        failures.append("a job reached the host's loopback")
+    if facts.get("unix") == "ALLOWED":
+        failures.append("a job reached a host Unix socket")
+    if facts.get("planted", True):
+        failures.append("a job could see a file planted on the host")
+    if facts.get("root") and not set(facts["root"]) <= allowed_root:
+        failures.append(f"a job could see /root: {facts['root']}")
+    st = facts.get("status", {})
+    if st.get("NoNewPrivs") != "1" or st.get("Seccomp") != "2":
+        failures.append("no_new_privs or seccomp is not in force for jobs")
+    if int(st.get("CapEff", "1"), 16) != 0 or int(st.get("CapBnd", "1"), 16) != 0:
+        failures.append("a job still holds capabilities")
+    if facts.get("pids") != ["1", "2"]:
+        failures.append(f"a job's pid namespace is not its own: {facts.get('pids')}")
+    if facts.get("env"):
+        failures.append(f"the job's environment leaks: {facts['env']}")
+    return failures
 
 
 PROBE = r'''

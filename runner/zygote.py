@@ -303,6 +303,7 @@ def _job_main(sup_fd: int, keep: set[int], tmpfs_bytes: int) -> None:
 
         # --- wait for the job (the runner put us in the slot's cgroup first)
         msg, fds = recv_msg(sup)
+        _t1 = time.monotonic()
         if msg is None or msg.get("op") != "job":
             os._exit(113)
         has_report = bool(msg.get("report"))
@@ -338,8 +339,12 @@ def _job_main(sup_fd: int, keep: set[int], tmpfs_bytes: int) -> None:
         sys.__stdout__, sys.__stderr__, sys.__stdin__ = stdout, stderr, stdin
         sup.close()
         sup = None
+        _t2 = time.monotonic()
         status = run_snippet(spec["code"], spec.get("checks"), REPORT_FD if report_fd is not None else None)
+        _t3 = time.monotonic()
         _say_done(status, spec.get("done_token", ""))
+        _t4 = time.monotonic()
+        os.write(2, f"{_t1:.6f} {_t2:.6f} {_t3:.6f} {_t4:.6f}".encode())
     except BaseException as e:   # the machinery failed: say so on sup if still open
         try:
             if sup is not None:
