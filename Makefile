@@ -1,6 +1,8 @@
 # The two commands that matter: `make run` and `make test`. Both set everything up first.
 PYTHON ?= python3
-VENV ?= .venv
+# Jobs in the runner's sandbox get a fresh /tmp, which would hide a virtual environment
+# living under /tmp; a checkout there keeps its venv in ~/.cache instead.
+VENV ?= $(if $(filter /tmp/%,$(CURDIR)),$(HOME)/.cache/coursebot/$(notdir $(CURDIR))-venv,.venv)
 PY := $(VENV)/bin/python
 PYBABEL := $(VENV)/bin/pybabel
 INSTALLED := $(VENV)/.installed

@@ -8,6 +8,9 @@ from bot import callbacks
 from bot.callbacks import (
     CallbackData,
     CallbackDataError,
+    LeavePractice,
+    ShowHint,
+    StartPractice,
     ConfirmReset,
     Continue,
     OpenLesson,
@@ -29,6 +32,9 @@ EXAMPLES = [
     RetakeMissed("grad"),
     ConfirmReset("yes"),
     ConfirmReset("no"),
+    StartPractice("grad"),
+    ShowHint("backward"),
+    LeavePractice("no-grad"),
 ]
 
 
