@@ -34,6 +34,8 @@ from .grading import Check, ExerciseChecks  # noqa: F401  (re-exported for the b
 from .limits import Limits
 from .result import CheckOutcome, RunResult  # noqa: F401  (re-exported for the bot)
 
+__all__ = ["RunnerClient", "RunnerConfig", "RunResult", "CheckOutcome", "ExerciseChecks", "Check"]
+
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 
 

@@ -16,7 +16,7 @@ Design
   the learner's code ran to its end.  The sandbox turns its value into plain
   data (numbers, strings, nested lists, and tensors as
   ``{"__tensor__": {shape, dtype, data, requires_grad, grad, ...}}``) and
-  writes it, with the job's random **nonce**, to a dedicated pipe (fd 3) —
+  writes it, with the job's random **nonce**, to a dedicated pipe (fd 4) —
   never to stdout/stderr, which are not parsed at all.
 * The **expected values never enter the sandbox**.  The runner, outside,
   compares the plain data with them (``verify``, pure code, no torch).
@@ -49,7 +49,7 @@ import json
 import math
 import os
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .errors import InvalidRequest

@@ -296,7 +296,13 @@ class Pool:
         self._closed = False
         self._restart_lock = asyncio.Lock()
         self._reference_cache: OrderedDict[str, dict] = OrderedDict()
-        self._prepared: dict[int, asyncio.Task] = {}
+        # Sandboxes prepared ahead (forked, namespaced, in a cgroup, waiting
+        # for a job).  More of them than slots, so back-to-back jobs do not
+        # wait for a preparation to finish.
+        self._ready: deque[_Ready] = deque()
+        self._ready_changed = asyncio.Event()
+        self._preparing = 0
+        self._prepare_tasks: set[asyncio.Task] = set()
         self._cells: asyncio.Queue[cgroups.JobCgroup] | None = None
         self._recycling: set[asyncio.Task] = set()
         self.pids_limit_proven = False
@@ -309,7 +315,7 @@ class Pool:
             raise SandboxUnavailable("cannot sandbox on this host: " + "; ".join(problems))
         # Two cgroups per slot: the next job's sandbox gets ready in a fresh
         # one while the last job's processes are still being torn down.
-        self.tree = cgroups.CgroupTree.create(2 * self.config.size)
+        self.tree = cgroups.CgroupTree.create(self._target_ready + 2 * self.config.size)
         self._cells = asyncio.Queue()
         for cell in self.tree.slots:
             self._cells.put_nowait(cell)
@@ -318,8 +324,7 @@ class Pool:
             self._free.put_nowait(i)
         try:
             await self._start_zygote()
-            for i in range(self.config.size):
-                self._schedule_prepare(i)
+            self._refill()
             if self.config.self_check:
                 await self.self_check()
         except BaseException:
@@ -348,15 +353,13 @@ class Pool:
 
     async def close(self) -> None:
         self._closed = True
-        for task in self._prepared.values():
+        for task in list(self._prepare_tasks):
             task.cancel()
-        for task in self._prepared.values():
-            try:
-                ready = await task
-            except BaseException:
-                continue
-            ready.sup.close()
-        self._prepared.clear()
+        for task in list(self._prepare_tasks):
+            with contextlib.suppress(BaseException):
+                await task
+        while self._ready:
+            self._ready.popleft().sup.close()
         if self.zygote is not None:
             await self.zygote.stop()
         if self.tree is not None:
@@ -441,12 +444,39 @@ class Pool:
             self._free.put_nowait(slot)
 
     # --- ready sandboxes: prepared ahead, one per slot ---------------------
-    def _schedule_prepare(self, slot: int) -> None:
+    @property
+    def _target_ready(self) -> int:
+        return 2 * self.config.size
+
+    def _refill(self) -> None:
+        """Keep ``_target_ready`` sandboxes prepared (at most 2 preparing at once)."""
         if self._closed:
             return
-        task = asyncio.ensure_future(self._prepare(slot))
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved later
-        self._prepared[slot] = task
+        while len(self._ready) + self._preparing < self._target_ready and self._preparing < 2:
+            self._preparing += 1
+            task = asyncio.ensure_future(self._prepare_one())
+            self._prepare_tasks.add(task)
+            task.add_done_callback(self._prepare_tasks.discard)
+
+    async def _prepare_one(self) -> None:
+        try:
+            ready = await self._prepare(0)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - retried on the next refill
+            log.warning("preparing a sandbox failed: %s", e)
+            await asyncio.sleep(0.2)
+            return
+        finally:
+            self._preparing -= 1
+            self._ready_changed.set()
+            if not self._closed:
+                asyncio.get_running_loop().call_soon(self._refill)
+        if self._closed:
+            ready.sup.close()
+            self._recycle(ready.cgroup)
+            return
+        self._ready.append(ready)
 
     async def _prepare(self, slot: int, tmpfs_bytes: int | None = None) -> "_Ready":
         """Fork a G for ``slot``: namespaces, mounts, into the slot's cgroup."""
@@ -476,7 +506,9 @@ class Pool:
                 # Never run learner code as host root (see sandbox.py).
                 raise JobFailed("refusing to run: the job's process is uid 0 on the host")
             try:
-                cg.add(pid)
+                # Moving a task between v1 cgroups waits for RCU grace periods
+                # (milliseconds of sleep, per hierarchy): keep the loop free.
+                await asyncio.to_thread(cg.add, pid)
             except OSError as e:
                 raise JobFailed(f"cannot put the job into its cgroup: {e}") from e
         except BaseException:
@@ -504,33 +536,35 @@ class Pool:
         self._recycling.add(task)
         task.add_done_callback(self._recycling.discard)
 
-    async def _take_ready(self, slot: int, lim: Limits) -> "_Ready":
-        for attempt in range(3):
-            task = self._prepared.pop(slot, None)
-            if task is None:
-                task = asyncio.ensure_future(self._prepare(slot, lim.tmpfs_bytes))
+    async def _take_ready(self, lim: Limits) -> "_Ready":
+        if lim.tmpfs_bytes != self.config.limits.tmpfs_bytes:
+            return await self._prepare(0, lim.tmpfs_bytes)     # rare: its own sandbox
+        deadline = time.monotonic() + SETUP_TIMEOUT_S
+        while True:
+            while self._ready:
+                ready = self._ready.popleft()
+                self._refill()
+                if not ready.exit_fut.done():
+                    return ready
+                ready.sup.close()           # died while waiting (zygote restart)
+                self._recycle(ready.cgroup)
+            self._refill()
+            if self._preparing == 0:
+                # Nothing on the way (preparation keeps failing): try once here.
+                return await self._prepare(0)
+            self._ready_changed.clear()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise JobFailed("no sandbox could be prepared in time")
             try:
-                ready = await task
-            except (JobFailed, SandboxUnavailable, OSError):
-                if attempt:
-                    raise
-                continue
-            if not ready.exit_fut.done() and ready.tmpfs_bytes == lim.tmpfs_bytes:
-                return ready
-            # Died while waiting (zygote restart), or prepared with other
-            # tmpfs sizes than this job asks for: make another.
-            ready.sup.close()
-            self._recycle(ready.cgroup)
-        raise JobFailed("could not prepare a sandbox for the job")
+                await asyncio.wait_for(self._ready_changed.wait(), left)
+            except asyncio.TimeoutError:
+                raise JobFailed("no sandbox could be prepared in time") from None
 
     async def _run_job(self, slot: int, code: str, lim: Limits, seed: int,
                        checks_spec: dict | None) -> tuple[RunResult, bytes | None]:
         loop = asyncio.get_running_loop()
-        try:
-            ready = await self._take_ready(slot, lim)
-        except BaseException:
-            self._schedule_prepare(slot)
-            raise
+        ready = await self._take_ready(lim)
         cg = ready.cgroup
         job = _Job(id=ready.id, limits=lim)
         want_report = checks_spec is not None
@@ -569,7 +603,6 @@ class Pool:
                     loop.add_reader(fd, self._on_side, fd, job, name)
                 readers.append(fd)
             started_at = time.monotonic()
-            self._T = [time.monotonic()]
 
             waits = {exit_fut, asyncio.ensure_future(job.stop.wait()),
                      asyncio.ensure_future(job.done_event.wait())}
@@ -582,7 +615,6 @@ class Pool:
                         w.cancel()
             timed_out = not done
             ended_at = time.monotonic()
-            self._T.append(ended_at)
             # Whatever happened, nothing of this job survives it.
             cg.kill_all(timeout=0)
             exit_msg = exit_fut.result() if exit_fut.done() else None
@@ -612,7 +644,6 @@ class Pool:
             if not exit_fut.done():
                 exit_fut.add_done_callback(lambda f: f.cancelled() or f.exception())
             self._recycle(cg)
-            self._schedule_prepare(slot)
         duration_ms = (ended_at - started_at) * 1000.0 if started_at else 0.0
         self.jobs_done += 1
         return self._result(job, exit_msg, timed_out, duration_ms, cg), \
@@ -661,7 +692,6 @@ class Pool:
                 buf.clear()
                 buf += b"!"            # oversized: never a valid done/report
             if name == "done" and buf.endswith(b"}") and job.token.encode() in buf[-200:]:
-                self._T_cb = time.monotonic()
                 job.done_event.set()
 
     def _drain_side(self, fd: int, job: "_Job", name: str) -> None:

@@ -5,7 +5,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 
 from tests.runner_cases.helpers import repo_root, require_sandbox
 

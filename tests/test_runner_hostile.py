@@ -73,11 +73,7 @@ async def cgroups_drained(pool, timeout=5.0):
 
 def _held(pool):
     # cells holding a prepared (idle, waiting) sandbox are busy by design
-    held = []
-    for t in pool._prepared.values():
-        if t.done() and not t.cancelled() and t.exception() is None:
-            held.append(t.result().cgroup)
-    return held
+    return [r.cgroup for r in pool._ready]
 
 
 # --- the bounded proof comes first ------------------------------------------

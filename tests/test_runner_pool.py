@@ -187,3 +187,20 @@ async def test_probe_failures_pure():
     assert "seccomp" in probe_failures(facts, {".pyenv"})[0]
     facts = {**GOOD_FACTS, "status": {**GOOD_FACTS["status"], "CapEff": "00000000a80425fb"}}
     assert "capabilities" in probe_failures(facts, {".pyenv"})[0]
+
+
+async def test_cancelled_request_cleans_up(pool):
+    task = asyncio.ensure_future(pool.run("import time\nprint('x', flush=True)\ntime.sleep(30)"))
+    await asyncio.sleep(0.5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    r = await pool.run("print('next')")
+    assert r.stdout == "next\n"
+    busy = {id(x.cgroup) for x in pool._ready}
+    for _ in range(100):
+        if all(not c.pids() for c in pool.tree.slots if id(c) not in busy):
+            break
+        await asyncio.sleep(0.05)
+        busy = {id(x.cgroup) for x in pool._ready}
+    assert all(not c.pids() for c in pool.tree.slots if id(c) not in busy)
