@@ -397,6 +397,17 @@ def _read_question(file: _File, line: int, item: _Map, question_id: str) -> Ques
     )
 
 
+def _translated(file: _File, data: _Map, key: str, originals, what: str, lesson_id: str):
+    """Yield (line, item, where, English original) for each translated entry, reporting unknown ids."""
+    by_id = {original.id: original for original in originals}
+    for line, item, item_id in _unique_ids(file, _items(file, data, key, "translation"), what):
+        where = f"{what} '{item_id}'"
+        if item_id not in by_id:
+            file.problem(item.key_lines["id"], f"{where} is not in the English lesson '{lesson_id}'")
+            continue
+        yield line, item, where, by_id[item_id]
+
+
 def _read_translation(file: _File, english: Lesson) -> Lesson:
     """Overlay one translation file on its English lesson; anything missing stays English."""
     data = file.data
@@ -406,37 +417,25 @@ def _read_translation(file: _File, english: Lesson) -> Lesson:
     for key in ("title", "summary", "recap"):
         if key in top:
             file.markup(data, key, "translation")
-    slides = {s.id: s for s in english.slides}
     translated_slides: dict[str, Slide] = {}
-    for line, item, slide_id in _unique_ids(file, _items(file, data, "slides", "translation"), "slide"):
-        where = f"slide '{slide_id}'"
-        if slide_id not in slides:
-            file.problem(item.key_lines["id"], f"{where} is not in the English lesson '{english.id}'")
-            continue
+    for line, item, where, source in _translated(file, data, "slides", english.slides, "slide", english.id):
         values = file.fields(item, where, {"id": str, "title": str, "text": str}, {"code": str})
         if values is None:
             continue
         file.markup(item, "title", where)
         file.markup(item, "text", where)
-        source = slides[slide_id]
-        translated_slides[slide_id] = replace(
+        translated_slides[source.id] = replace(
             source,
             title=values["title"],
             text=values["text"],
             code=_code(item.get("code")) or source.code,
             source=file.source(line),
         )
-    questions = {q.id: q for q in english.quiz}
     translated_quiz: dict[str, Question] = {}
-    for line, item, question_id in _unique_ids(file, _items(file, data, "quiz", "translation"), "question"):
-        where = f"question '{question_id}'"
-        if question_id not in questions:
-            file.problem(item.key_lines["id"], f"{where} is not in the English lesson '{english.id}'")
-            continue
+    for line, item, where, source in _translated(file, data, "quiz", english.quiz, "question", english.id):
         values = file.fields(item, where, {"id": str, "question": str, "options": list, "explanation": str}, {})
         if values is None:
             continue
-        source = questions[question_id]
         options = values["options"]
         if len(options) != len(source.options):
             file.problem(
@@ -450,7 +449,7 @@ def _read_translation(file: _File, english: Lesson) -> Lesson:
                 f"{where}: list options as plain text; the correct answer comes from English",
             )
             continue
-        translated_quiz[question_id] = replace(
+        translated_quiz[source.id] = replace(
             source,
             question=values["question"],
             options=tuple(str(o).strip() for o in options),

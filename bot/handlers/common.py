@@ -64,6 +64,11 @@ def button(kind: type[CallbackData]) -> Callable[[Callable], Handler]:
     return decorate
 
 
+def lesson_gone() -> str:
+    """Return the toast for a button naming a lesson the course no longer has."""
+    return _("This lesson is no longer in the course. Send /lessons to see the course.")
+
+
 async def refuse(update: Update) -> None:
     """Answer a tap whose data this bot never made: forged, garbled or from an old version."""
     query = update.callback_query

@@ -8,7 +8,7 @@ from telegram.ext import CallbackQueryHandler, CommandHandler, filters
 from bot import render
 from bot.callbacks import Continue, OpenLesson, ShowMenu, matches
 from bot.context import CourseContext
-from bot.handlers.common import button, for_learner, send, show
+from bot.handlers.common import button, for_learner, lesson_gone, send, show
 from bot.handlers.lessons import open_place
 from bot.i18n import _
 from bot.navigation import Place, resume
@@ -61,7 +61,7 @@ async def open_lesson(update: Update, context: CourseContext, data: OpenLesson) 
     """Open a lesson at the learner's place in it."""
     lesson = context.course.lesson(data.lesson)
     if lesson is None:
-        return _("This lesson is no longer in the course. Send /lessons to see the course.")
+        return lesson_gone()
     progress = await context.services.db.progress(context.learner.user_id)
     saved = progress.get(lesson.id)
     slide = min(saved.slide, lesson.last_slide) if saved else 0

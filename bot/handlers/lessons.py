@@ -8,7 +8,7 @@ from telegram.ext import CallbackQueryHandler
 from bot import render
 from bot.callbacks import ShowSlide, matches
 from bot.context import CourseContext
-from bot.handlers.common import button, show
+from bot.handlers.common import button, lesson_gone, show
 from bot.handlers.quiz import resume_quiz
 from bot.i18n import _
 from bot.navigation import Place, Stage, can_show, stage
@@ -52,7 +52,7 @@ async def show_slide(update: Update, context: CourseContext, data: ShowSlide) ->
     """Turn to the slide a Back or Next button names, unless that would skip an unread slide."""
     lesson = context.course.lesson(data.lesson)
     if lesson is None:
-        return _("This lesson is no longer in the course. Send /lessons to see the course.")
+        return lesson_gone()
     saved = (await context.services.db.progress(context.learner.user_id)).get(lesson.id, NOT_STARTED)
     if not can_show(lesson, saved, data.slide):
         # A forged or out-of-date button: show the learner's real place instead.

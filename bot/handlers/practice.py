@@ -12,7 +12,7 @@ from bot import practice, render
 from bot.callbacks import LeavePractice, ShowHint, StartPractice, matches
 from bot.context import CourseContext
 from bot.course import Lesson
-from bot.handlers.common import button, for_learner, send, show
+from bot.handlers.common import button, for_learner, lesson_gone, send, show
 from bot.i18n import _
 from runner.errors import RunnerBusy, RunnerError
 from runner.limits import Limits
@@ -25,7 +25,7 @@ async def start_practice(update: Update, context: CourseContext, data: StartPrac
     """Open the exercise: from now on, a message is taken as an answer."""
     lesson = context.course.lesson(data.lesson)
     if lesson is None or lesson.exercise is None:
-        return _("This lesson is no longer in the course. Send /lessons to see the course.")
+        return lesson_gone()
     await context.services.db.start_practice(context.learner.user_id, lesson.id)
     await send(context, context.learner.chat_id, render.practice_intro(context.course, lesson))
     return None

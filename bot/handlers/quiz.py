@@ -12,7 +12,7 @@ from bot import render
 from bot.callbacks import RetakeMissed, StartQuiz, matches
 from bot.context import CourseContext
 from bot.course import Lesson
-from bot.handlers.common import button, for_learner, send, show
+from bot.handlers.common import button, for_learner, lesson_gone, send, show
 from bot.i18n import _
 from bot.navigation import lesson_score, missed, unanswered
 from bot.storage.db import NOT_STARTED, SentPoll
@@ -66,35 +66,43 @@ def _under_way(context: CourseContext, lesson: Lesson) -> bool:
     return learner.quiz_lesson_id == lesson.id and bool(learner.quiz_queue) and learner.quiz_poll_id is not None
 
 
-@button(StartQuiz)
-async def start_quiz(update: Update, context: CourseContext, data: StartQuiz) -> str | None:
-    """Start a lesson's Quick Check once its slides are read."""
-    lesson = context.course.lesson(data.lesson)
+async def _start_round(update: Update, context: CourseContext, lesson_id: str, pick, *, retake: bool) -> str | None:
+    """Start a round of ``pick``'s questions, or resume the round under way; return a toast, if any."""
+    lesson = context.course.lesson(lesson_id)
     if lesson is None:
-        return _("This lesson is no longer in the course. Send /lessons to see the course.")
+        return lesson_gone()
     if _under_way(context, lesson):
         return await resume_quiz(update, context, lesson)
+    questions = await pick(context, lesson)
+    if isinstance(questions, str):
+        return questions  # why there is nothing to ask
+    await _begin(update, context, lesson, questions, retake=retake)
+    return None
+
+
+async def _whole_quiz(context: CourseContext, lesson: Lesson) -> list[str] | str:
     progress = (await context.services.db.progress(context.learner.user_id)).get(lesson.id, NOT_STARTED)
     if not progress.slides_read:
         return _("Read the slides first: the Quick Check comes after the last one.")
-    await _begin(update, context, lesson, [q.id for q in lesson.quiz], retake=False)
-    return None
+    return [q.id for q in lesson.quiz]
+
+
+async def _missed_questions(context: CourseContext, lesson: Lesson) -> list[str] | str:
+    answers = await context.services.db.latest_answers(context.learner.user_id)
+    again = missed(lesson, answers) + unanswered(lesson, answers)
+    return again or _("Nothing to retake: your latest answers are all correct.")
+
+
+@button(StartQuiz)
+async def start_quiz(update: Update, context: CourseContext, data: StartQuiz) -> str | None:
+    """Start a lesson's Quick Check once its slides are read."""
+    return await _start_round(update, context, data.lesson, _whole_quiz, retake=False)
 
 
 @button(RetakeMissed)
 async def retake_missed(update: Update, context: CourseContext, data: RetakeMissed) -> str | None:
     """Ask again only the questions whose latest answer was wrong."""
-    lesson = context.course.lesson(data.lesson)
-    if lesson is None:
-        return _("This lesson is no longer in the course. Send /lessons to see the course.")
-    if _under_way(context, lesson):
-        return await resume_quiz(update, context, lesson)
-    answers = await context.services.db.latest_answers(context.learner.user_id)
-    again = missed(lesson, answers) + unanswered(lesson, answers)
-    if not again:
-        return _("Nothing to retake: your latest answers are all correct.")
-    await _begin(update, context, lesson, again, retake=True)
-    return None
+    return await _start_round(update, context, data.lesson, _missed_questions, retake=True)
 
 
 @for_learner
