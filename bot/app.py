@@ -16,8 +16,8 @@ from bot.config import Config
 from bot.context import BotData, CourseContext, Services
 from bot.course import Content
 from bot.errors import ConfigError
-from bot.handlers import course, fallback, lessons, practice, progress, quiz, settings
-from bot.i18n import DEFAULT_LANGUAGE, I18n, _
+from bot.handlers import course, fallback, language, lessons, practice, progress, quiz, settings
+from bot.i18n import DEFAULT_LANGUAGE, I18n, _, telegram_code
 from bot.lint import load_valid
 from bot.ratelimit import CourseRateLimiter
 from bot.storage.db import Database
@@ -49,7 +49,7 @@ def build_application(config: Config, services: Services) -> Application:
     # and the catch-alls in fallback come last.
     app.add_handler(deduplication(), group=-1)
     for handler in [*fallback.group_handlers(), *course.handlers(), *lessons.handlers(), *quiz.handlers(),
-                    *progress.handlers(), *settings.handlers(), *practice.handlers(), *fallback.handlers()]:
+                    *progress.handlers(), *settings.handlers(), *language.handlers(), *practice.handlers(), *fallback.handlers()]:
         app.add_handler(handler)
     app.add_error_handler(_on_error)
     return app
@@ -81,7 +81,10 @@ async def register_commands(app: Application, i18n: I18n) -> None:
     for language in i18n.languages:
         with i18n.use(language):
             commands = [BotCommand(name, description) for name, description in render.commands()]
-        await app.bot.set_my_commands(commands, language_code=None if language == DEFAULT_LANGUAGE else language)
+        # Telegram keys command menus by a two-letter code, so pt_BR publishes as 'pt'.
+        await app.bot.set_my_commands(
+            commands, language_code=None if language == DEFAULT_LANGUAGE else telegram_code(language)
+        )
 
 
 class CourseBot:

@@ -146,3 +146,25 @@ class LeavePractice(CallbackData, prefix="e"):
     """Stop taking messages as answers to the exercise."""
 
     lesson: str
+
+
+@dataclass(frozen=True)
+class ChooseLanguage(CallbackData, prefix="g"):
+    """Speak ``language`` from now on ('pt-br' for pt_BR), or follow Telegram's setting ('auto')."""
+
+    language: str
+
+    AUTO: ClassVar[str] = "auto"
+
+    @classmethod
+    def of(cls, language: str | None) -> ChooseLanguage:
+        return cls(cls.AUTO if language is None else language.lower().replace("_", "-"))
+
+    def resolve(self, shipped: list[str]) -> str | None:
+        """Return the shipped language this button names (None for 'auto'); raise CallbackDataError if none."""
+        if self.language == self.AUTO:
+            return None
+        for language in shipped:
+            if language.lower().replace("_", "-") == self.language:
+                return language
+        raise CallbackDataError(f"no shipped language {self.language!r}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+import functools
 import io
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -9,9 +11,13 @@ from contextvars import ContextVar
 from pathlib import Path
 
 from babel import Locale, UnknownLocaleError
+from babel.dates import format_date
+from babel.numbers import format_decimal, format_percent
 from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po
 from babel.support import NullTranslations, Translations
+
+from bot import bidi
 
 DOMAIN = "messages"
 DEFAULT_LANGUAGE = "en"
@@ -38,6 +44,53 @@ def N_(message: str) -> str:
 def current_language() -> str:
     """Return the language of the update being handled."""
     return _language.get()
+
+
+def is_rtl(language: str | None = None) -> bool:
+    """Return whether ``language`` (default: the current one) is written right to left."""
+    return _right_to_left(language or current_language())
+
+
+@functools.lru_cache(maxsize=None)
+def _right_to_left(language: str) -> bool:
+    return Locale.parse(language).character_order == "right-to-left"
+
+
+def isolate(text: str) -> str:
+    """Keep ``text`` (code, a number, 'n / N') left to right when the current language is not."""
+    return bidi.isolate(text) if is_rtl() else text
+
+
+def number(value: int | float) -> str:
+    """Format a number for the current language, isolated in right-to-left text."""
+    return isolate(format_decimal(value, locale=current_language()))
+
+
+def fraction(n: int, total: int) -> str:
+    """Format 'n / N' (slide 3 of 13) for the current language, kept left to right."""
+    locale = current_language()
+    return isolate(f"{format_decimal(n, locale=locale)} / {format_decimal(total, locale=locale)}")
+
+
+def percent(ratio: float) -> str:
+    """Format a ratio (0.75) as a percentage for the current language."""
+    return isolate(format_percent(ratio, locale=current_language()))
+
+
+def date(day: datetime.date) -> str:
+    """Format a date for the current language, e.g. '2 Dec 2026' or '2 дек. 2026 г.'."""
+    return isolate(format_date(day, format="medium", locale=current_language()))
+
+
+def own_name(language: str) -> str:
+    """Return a language's name in that language, as a picker shows it: 'Русский', 'Português (Brasil)'."""
+    name = Locale.parse(language).get_display_name(language)
+    return name[:1].upper() + name[1:]
+
+
+def telegram_code(language: str) -> str:
+    """Return the two-letter code Telegram uses for ``language`` in setMyCommands ('pt_BR' -> 'pt')."""
+    return language.split("_")[0]
 
 
 class I18n:

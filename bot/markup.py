@@ -6,6 +6,9 @@ import html
 import re
 from dataclasses import dataclass
 
+from bot import bidi
+from bot.i18n import is_rtl
+
 _TOKEN = re.compile(r"(`|\*\*)")
 
 
@@ -47,16 +50,36 @@ def parse(text: str) -> list[tuple[str, str]]:
 _TAGS = {"plain": ("", ""), "code": ("<code>", "</code>"), "bold": ("<b>", "</b>")}
 
 
-def to_html(text: str) -> str:
-    """Render markup to Telegram HTML, escaping everything the author wrote."""
-    return "".join(
-        _TAGS[kind][0] + html.escape(run, quote=False) + _TAGS[kind][1] for kind, run in parse(text)
-    )
+def to_html(text: str, rtl: bool | None = None) -> str:
+    """Render markup to Telegram HTML, escaping everything the author wrote.
+
+    In a right-to-left language (by default: the current one) inline code and other
+    left-to-right runs are isolated so that they keep their order.
+    """
+    rtl = is_rtl() if rtl is None else rtl
+    out = []
+    for kind, run in parse(text):
+        if not rtl:
+            out.append(_TAGS[kind][0] + html.escape(run, quote=False) + _TAGS[kind][1])
+        elif kind == "code":
+            out.append(bidi.isolate(_TAGS[kind][0] + html.escape(run, quote=False) + _TAGS[kind][1]))
+        else:
+            out.append(_TAGS[kind][0] + html.escape(bidi.isolate_runs(run), quote=False) + _TAGS[kind][1])
+    return "".join(out)
 
 
-def to_plain(text: str) -> str:
-    """Render markup as the plain text a learner sees, for previews and length checks."""
-    return "".join(run for _, run in parse(text))
+def to_plain(text: str, rtl: bool | None = None) -> str:
+    """Render markup as the plain text a learner sees: buttons, previews and length checks."""
+    rtl = is_rtl() if rtl is None else rtl
+    runs = parse(text)
+    if not rtl:
+        return "".join(run for _, run in runs)
+    return "".join(bidi.isolate(run) if kind == "code" else bidi.isolate_runs(run) for kind, run in runs)
+
+
+def plain(text: str) -> str:
+    """Return plain text (a poll, a button) as shown in the current language: isolated if right to left."""
+    return bidi.isolate_runs(text) if is_rtl() else text
 
 
 def code_block(code: str) -> str:

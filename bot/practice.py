@@ -10,7 +10,7 @@ from runner.result import RunResult
 
 from bot import markup
 from bot.course import Exercise
-from bot.i18n import _
+from bot.i18n import _, number
 
 # Telegram allows 4096 characters; output gets what the frame around it leaves.
 OUTPUT_MAX = 3000
@@ -57,10 +57,10 @@ def status_line(result: RunResult, limits) -> str | None:
     """Explain in the learner's terms why a run ended, or None when it simply finished."""
     if result.status == "timeout":
         return _("Your code ran longer than {seconds} seconds and was stopped. Look for a loop that never ends.").format(
-            seconds=_number(limits.wall_time_s))
+            seconds=number(limits.wall_time_s))
     if result.status == "memory_limit":
         return _("Your code used more than {mb} MB of memory and was stopped. Try smaller tensors.").format(
-            mb=_number(limits.memory_bytes / 2**20))
+            mb=number(limits.memory_bytes / 2**20))
     if result.status == "output_limit":
         return _("Your code printed or wrote too much, so it was stopped. Print less, or only a summary.")
     if result.status == "killed":
@@ -68,10 +68,6 @@ def status_line(result: RunResult, limits) -> str | None:
     if result.status == "error":
         return _("Your code stopped with an error.")
     return None
-
-
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 def check_feedback(exercise: Exercise, result: RunResult) -> list[str]:

@@ -5,16 +5,15 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from babel.numbers import format_percent
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 
 from bot import markup
 from bot.callbacks import (
-    CallbackData, ConfirmReset, Continue, LeavePractice, OpenLesson, RetakeMissed, ShowHint, ShowMenu, ShowSlide,
+    CallbackData, ChooseLanguage, ConfirmReset, Continue, LeavePractice, OpenLesson, RetakeMissed, ShowHint, ShowMenu, ShowSlide,
     StartPractice, StartQuiz,
 )
 from bot.course import Course, Lesson, Question
-from bot.i18n import _, current_language, ngettext
+from bot.i18n import _, date, fraction, ngettext, number, own_name, percent
 from bot.navigation import Place, Stage, stage
 from bot.storage.db import NOT_STARTED, LessonProgress
 
@@ -50,23 +49,26 @@ def fallback_notice() -> str:
     return "<i>" + html.escape(_("This part is not translated yet, so it is shown in English.")) + "</i>"
 
 
-def lesson_state(lesson: Lesson, progress: LessonProgress) -> str:
-    """Return a lesson's state in words: not started, at slide n of N, Quick Check, or done."""
+def lesson_state(lesson: Lesson, progress: LessonProgress, *, dated: bool = False) -> str:
+    """Return a lesson's state in words: not started, at slide n of N, Quick Check, or done (on which day)."""
     current = stage(progress)
     if current is Stage.DONE:
+        if dated and progress.completed_on is not None:
+            return _("done on {date} ✅").format(date=date(progress.completed_on))
         return _("done ✅")
     if current is Stage.QUIZ:
         return _("Quick Check to answer")
     if current is Stage.READING:
-        return _("in progress, slide {n} of {total}").format(n=progress.slide + 1, total=len(lesson.slides))
+        return _("in progress, slide {n} of {total}").format(n=number(progress.slide + 1),
+                                                              total=number(len(lesson.slides)))
     return _("not started")
 
 
-def _lesson_list(course: Course, progress: dict[str, LessonProgress]) -> str:
+def _lesson_list(course: Course, progress: dict[str, LessonProgress], *, dated: bool = False) -> str:
     lines = []
     for lesson in course.lessons:
-        state = lesson_state(lesson, progress.get(lesson.id, NOT_STARTED))
-        lines.append(f"{lesson.number}. {markup.to_html(lesson.title)} — {html.escape(state)}")
+        state = lesson_state(lesson, progress.get(lesson.id, NOT_STARTED), dated=dated)
+        lines.append(f"{number(lesson.number)}. {markup.to_html(lesson.title)} — {html.escape(state)}")
     return "\n".join(lines)
 
 
@@ -83,10 +85,11 @@ def menu(course: Course, progress: dict[str, LessonProgress], place: Place | Non
     elif not any(p.started for p in progress.values()):
         rows.append([_button(_("▶ Start the course"), Continue())])
     else:
-        label = _("▶ Continue: lesson {lesson}, slide {n}").format(lesson=place.lesson.number, n=place.slide + 1)
+        label = _("▶ Continue: lesson {lesson}, slide {n}").format(lesson=number(place.lesson.number),
+                                                                    n=number(place.slide + 1))
         rows.append([_button(label, Continue())])
     for lesson in course.lessons:
-        rows.append([_button(f"{lesson.number}. {markup.to_plain(lesson.title)}", OpenLesson(lesson.id))])
+        rows.append([_button(f"{number(lesson.number)}. {markup.to_plain(lesson.title)}", OpenLesson(lesson.id))])
     return Screen("\n\n".join(parts), _keyboard(*rows))
 
 
@@ -94,14 +97,14 @@ def slide(course: Course, lesson: Lesson, index: int) -> Screen:
     """Render slide ``index`` of ``lesson`` with Back, Next (or Quick Check) and 'n / N'."""
     current = lesson.slides[index]
     header = html.escape(_("Lesson {n} of {total}: {title}")).format(
-        n=lesson.number, total=len(course.lessons), title=markup.to_html(lesson.title)
+        n=number(lesson.number), total=number(len(course.lessons)), title=markup.to_html(lesson.title)
     )
     parts = [f"<i>{header}</i>", f"<b>{markup.to_html(current.title)}</b>\n{markup.to_html(current.text)}"]
     if current.code:
         parts.append(markup.code_block(current.code))
     if current.fallback:
         parts.append(fallback_notice())
-    parts.append(f"{index + 1} / {len(lesson.slides)}")
+    parts.append(fraction(index + 1, len(lesson.slides)))
     nav = []
     if index > 0:
         nav.append(_button(_("◀ Back"), ShowSlide(lesson.id, index - 1)))
@@ -120,13 +123,13 @@ def quiz_intro(lesson: Lesson, remaining: int, *, retake: bool) -> Screen:
             "One question you missed, asked again. Answer the poll below.",
             "{n} questions you missed, asked again. Answer the polls below, one at a time.",
             remaining,
-        ).format(n=remaining)
+        ).format(n=number(remaining))
     else:
         body = ngettext(
             "One question. Answer the poll below.",
             "{n} questions. Answer the polls below, one at a time.",
             remaining,
-        ).format(n=remaining)
+        ).format(n=number(remaining))
     return Screen(
         f"<b>{title}</b>\n{html.escape(body)}",
         _keyboard([_button(_("◀ Back to the slides"), ShowSlide(lesson.id, lesson.last_slide))]),
@@ -135,13 +138,14 @@ def quiz_intro(lesson: Lesson, remaining: int, *, retake: bool) -> Screen:
 
 def poll(question: Question) -> PollSpec:
     """Return the quiz poll for ``question``."""
-    return PollSpec(question.question, question.options, question.correct, question.explanation)
+    return PollSpec(markup.plain(question.question), tuple(markup.plain(o) for o in question.options),
+                    question.correct, markup.plain(question.explanation))
 
 
 def quiz_result(course: Course, lesson: Lesson, correct: int, missed: int) -> Screen:
     """Render the end of a Quick Check: the score, the recap and the way on."""
     total = len(lesson.quiz)
-    score = _("Quick Check: {correct} of {total} correct.").format(correct=correct, total=total)
+    score = _("Quick Check: {correct} of {total} correct.").format(correct=number(correct), total=number(total))
     parts = [f"<b>{html.escape(score)}</b>", f"<b>{html.escape(_('Recap'))}</b>\n{markup.to_html(lesson.recap)}"]
     if lesson.recap_fallback:
         parts.append(fallback_notice())
@@ -150,7 +154,8 @@ def quiz_result(course: Course, lesson: Lesson, correct: int, missed: int) -> Sc
         rows.append([_button(_("💻 Practice: {title}").format(title=markup.to_plain(lesson.exercise.title)),
                              StartPractice(lesson.id))])
     if missed:
-        label = ngettext("↻ Retake the question I missed", "↻ Retake the {n} questions I missed", missed).format(n=missed)
+        label = ngettext("↻ Retake the question I missed", "↻ Retake the {n} questions I missed",
+                         missed).format(n=number(missed))
         rows.append([_button(label, RetakeMissed(lesson.id))])
     following = course.next_lesson(lesson)
     if following is not None:
@@ -167,20 +172,19 @@ def progress_report(course: Course, progress: dict[str, LessonProgress], correct
     done = sum(1 for lesson in course.lessons if stage(progress.get(lesson.id, NOT_STARTED)) is Stage.DONE)
     lessons_line = ngettext(
         "{done} of {total} lesson done.", "{done} of {total} lessons done.", len(course.lessons)
-    ).format(done=done, total=len(course.lessons))
+    ).format(done=number(done), total=number(len(course.lessons)))
     if answered:
-        percent = format_percent(correct / total if total else 0, locale=current_language())
         score_line = _("Quick Check score: {correct} of {total} questions correct ({percent}).").format(
-            correct=correct, total=total, percent=percent
+            correct=number(correct), total=number(total), percent=percent(correct / total if total else 0)
         )
     else:
         score_line = _("Quick Check score: no questions answered yet.")
     exercises = sum(1 for lesson in course.lessons if lesson.exercise is not None)
     practice_line = ngettext(
         "{passed} of {total} exercise passed.", "{passed} of {total} exercises passed.", exercises
-    ).format(passed=exercises_passed, total=exercises)
+    ).format(passed=number(exercises_passed), total=number(exercises))
     parts = [f"<b>{html.escape(_('Your progress'))}</b>", html.escape(lessons_line), html.escape(score_line),
-             html.escape(practice_line), _lesson_list(course, progress)]
+             html.escape(practice_line), _lesson_list(course, progress, dated=True)]
     if done == len(course.lessons):
         parts.append(html.escape(_("The course is complete. 🎉")))
     return Screen("\n\n".join(parts), _keyboard([_button(_("☰ Lessons"), ShowMenu())]))
@@ -196,6 +200,7 @@ def help_text() -> Screen:
         _("/progress – lessons done and your score"),
         _("/reset – start the course over"),
         _("/run CODE – run Python code and see its output"),
+        _("/language – choose the language I speak"),
         _("/help – this message"),
         "",
         _("Turn slides with the buttons under each message. Your place is saved as you go."),
@@ -223,6 +228,29 @@ def notice(text: str) -> Screen:
     return Screen(html.escape(text))
 
 
+def language_picker(languages: list[str], chosen: str | None) -> Screen:
+    """Render /language: every shipped language in its own name, and 'follow Telegram'; ✓ marks the choice."""
+    def label(text: str, selected: bool) -> str:
+        return f"✓ {text}" if selected else text
+
+    names = [_button(label(own_name(code), code == chosen), ChooseLanguage.of(code)) for code in languages]
+    rows = [names[i:i + 2] for i in range(0, len(names), 2)]
+    rows.append([_button(label(_("Follow my Telegram setting"), chosen is None), ChooseLanguage.of(None))])
+    text = _("Choose the language I speak with you. Your place in the course stays where it is.")
+    return Screen(html.escape(text), _keyboard(*rows))
+
+
+def language_chosen(following_telegram: bool) -> Screen:
+    """Render the answer to a language choice, in the language just chosen, with the way back to the course."""
+    if following_telegram:
+        text = _("From now on I follow your Telegram language setting.")
+    else:
+        # Each catalog says this of its own language: "Теперь я говорю по-русски."
+        text = _("From now on I speak English.")
+    return Screen(html.escape(text), _keyboard([_button(_("▶ Continue where I left off"), Continue())],
+                                               [_button(_("☰ Lessons"), ShowMenu())]))
+
+
 def commands() -> list[tuple[str, str]]:
     """Return the command menu for setMyCommands, in the current language."""
     return [
@@ -231,6 +259,7 @@ def commands() -> list[tuple[str, str]]:
         ("progress", _("Lessons done and your score")),
         ("reset", _("Start the course over")),
         ("run", _("Run Python code, e.g. /run print(1)")),
+        ("language", _("Choose the language I speak")),
         ("help", _("How to use this bot")),
     ]
 
@@ -239,7 +268,8 @@ def _practice_buttons(lesson: Lesson, course: Course, hints_shown: int, *, passe
     exercise = lesson.exercise
     rows = []
     if not passed and hints_shown < len(exercise.hints):
-        rows.append([_button(_("💡 Hint ({n} of {total})").format(n=hints_shown + 1, total=len(exercise.hints)),
+        rows.append([_button(_("💡 Hint ({n} of {total})").format(n=number(hints_shown + 1),
+                                                                 total=number(len(exercise.hints))),
                              ShowHint(lesson.id))])
     following = course.next_lesson(lesson)
     if following is not None:
@@ -277,7 +307,7 @@ def practice_verdict(course: Course, lesson: Lesson, output: str, feedback: str,
 
 def hint(lesson: Lesson, course: Course, shown: int) -> Screen:
     """Render hint number ``shown`` (1-based) of the exercise."""
-    text = html.escape(_("💡 Hint {n} of {total}:")).format(n=shown, total=len(lesson.exercise.hints))
+    text = html.escape(_("💡 Hint {n} of {total}:")).format(n=number(shown), total=number(len(lesson.exercise.hints)))
     return Screen(f"{text} {markup.to_html(lesson.exercise.hints[shown - 1])}",
                   _practice_buttons(lesson, course, shown, passed=False))
 

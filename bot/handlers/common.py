@@ -33,7 +33,11 @@ def for_learner(handler: Handler) -> Handler:
         services = context.services
         chat = update.effective_chat
         learner = await services.db.learner(user.id, chat.id if chat else user.id, user.language_code)
-        language = learner.language or services.i18n.negotiate(learner.telegram_language)
+        # A stored choice wins, unless that language has since stopped shipping.
+        if learner.language in services.i18n.languages:
+            language = learner.language
+        else:
+            language = services.i18n.negotiate(learner.telegram_language)
         with services.i18n.use(language):
             context.learner = learner
             await handler(update, context)

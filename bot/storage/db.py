@@ -51,6 +51,7 @@ class LessonProgress:
     slides_read: bool = False
     completed: bool = False
     started: bool = False
+    completed_on: dt.date | None = None  # the day (UTC) the lesson was first completed
 
 
 NOT_STARTED = LessonProgress(lesson_id="")
@@ -234,12 +235,16 @@ class Database:
     async def progress(self, user_id: int) -> dict[str, LessonProgress]:
         """Return the learner's progress in every lesson they started."""
         rows = await self._all(
-            "SELECT lesson_id, slide, furthest_slide, slides_read_at IS NOT NULL, completed_at IS NOT NULL"
+            "SELECT lesson_id, slide, furthest_slide, slides_read_at IS NOT NULL, completed_at"
             " FROM lesson_progress WHERE user_id = ?",
             (user_id,),
         )
         return {
-            row[0]: LessonProgress(row[0], row[1], row[2], bool(row[3]), bool(row[4]), started=True) for row in rows
+            row[0]: LessonProgress(
+                row[0], row[1], row[2], bool(row[3]), row[4] is not None, started=True,
+                completed_on=dt.datetime.fromisoformat(row[4]).date() if row[4] else None,
+            )
+            for row in rows
         }
 
     async def show_slide(
