@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -412,7 +414,8 @@ def _read_translation(file: _File, english: Lesson) -> Lesson:
     """Overlay one translation file on its English lesson; anything missing stays English."""
     data = file.data
     top = file.fields(
-        data, "translation", {"lesson": str}, {"title": str, "summary": str, "slides": list, "quiz": list, "recap": str}
+        data, "translation", {"lesson": str},
+        {"title": str, "summary": str, "slides": list, "quiz": list, "recap": str, "exercise": dict, "sources": dict},
     ) or {}
     for key in ("title", "summary", "recap"):
         if key in top:
@@ -424,11 +427,19 @@ def _read_translation(file: _File, english: Lesson) -> Lesson:
             continue
         file.markup(item, "title", where)
         file.markup(item, "text", where)
+        code = _code(item.get("code"))
+        if code is not None:
+            if source.code is None:
+                file.problem(item.key_lines["code"], f"{where}: has code, the English slide has none")
+                continue
+            if (difference := code_difference(code, source.code)) is not None:
+                file.problem(item.key_lines["code"], f"{where}: 'code' {difference}")
+                continue
         translated_slides[source.id] = replace(
             source,
             title=values["title"],
             text=values["text"],
-            code=_code(item.get("code")) or source.code,
+            code=code or source.code,
             source=file.source(line),
         )
     translated_quiz: dict[str, Question] = {}
@@ -456,6 +467,11 @@ def _read_translation(file: _File, english: Lesson) -> Lesson:
             explanation=values["explanation"],
             source=file.source(line),
         )
+    exercise = english.exercise
+    if "exercise" in top and english.exercise is not None:
+        exercise = _read_exercise_translation(file, top["exercise"], english.exercise)
+    elif english.exercise is not None:
+        exercise = replace(english.exercise, fallback=True)
     return replace(
         english,
         title=top.get("title", english.title),
@@ -464,7 +480,87 @@ def _read_translation(file: _File, english: Lesson) -> Lesson:
         quiz=tuple(translated_quiz.get(q.id, replace(q, fallback=True)) for q in english.quiz),
         recap=top.get("recap", english.recap),
         recap_fallback="recap" not in top,
+        exercise=exercise,
     )
+
+
+def _read_exercise_translation(file: _File, node: _Map, english: Exercise) -> Exercise:
+    """Overlay a translated exercise; on any problem the English exercise is used (and lint fails)."""
+    where = "exercise"
+    fallback = replace(english, fallback=True)
+    values = file.fields(node, where, {"title": str, "instructions": str, "hints": list, "checks": list},
+                         {"starter": str})
+    if values is None:
+        return fallback
+    for key in ("title", "instructions"):
+        file.markup(node, key, where)
+    hints = _texts(file, node, "hints", where, HINT_COUNT)
+    if hints is not None and len(hints) != len(english.hints):
+        file.problem(node.key_lines["hints"], f"{where}: has {len(hints)} hints, the English exercise has {len(english.hints)}")
+        hints = None
+    starter = _code(values.get("starter"))
+    if starter is not None and (difference := code_difference(starter, english.starter)) is not None:
+        file.problem(node.key_lines["starter"], f"{where}: 'starter' {difference}")
+        starter = None
+    fails: dict[str, str] = {}
+    by_id = {check.id: check for check in english.checks}
+    listed = _unique_ids(file, _items(file, node, "checks", where), "check")
+    absent = [check.id for check in english.checks if check.id not in {check_id for _, _, check_id in listed}]
+    if absent:
+        file.problem(node.key_lines["checks"], f"{where}: no translated 'fail' for check {', '.join(map(repr, absent))}")
+    for line, item, check_id in listed:
+        check_where = f"check '{check_id}'"
+        if check_id not in by_id:
+            file.problem(item.key_lines["id"], f"{check_where} is not in the English exercise")
+            continue
+        fields = file.fields(item, check_where, {"id": str, "fail": str}, {})
+        if fields is None:
+            continue
+        file.markup(item, "fail", check_where)
+        wanted = "{got}" in by_id[check_id].fail
+        if ("{got}" in fields["fail"]) != wanted or fields["fail"].replace("{got}", "").count("{") + \
+                fields["fail"].replace("{got}", "").count("}"):
+            file.problem(item.key_lines["fail"], f"{check_where}: 'fail' must use {{got}} "
+                         + ("once, as the English does, and no other braces" if wanted else "only if the English does: it does not"))
+            continue
+        fails[check_id] = fields["fail"]
+    if hints is None or len(fails) != len(english.checks) or starter is None and "starter" in values:
+        return fallback
+    return replace(
+        english,
+        title=values["title"],
+        instructions=values["instructions"],
+        starter=starter or english.starter,
+        hints=hints,
+        checks=tuple(replace(check, fail=fails[check.id]) for check in english.checks),
+        source=file.source(node.line),
+    )
+
+
+def _code_tokens(code: str) -> tuple[list[tuple[int, str]], list[str]]:
+    """Return the code's tokens without comments, and its '# ->' comments, which state what it prints."""
+    tokens, arrows = [], []
+    for token in tokenize.generate_tokens(io.StringIO(code + "\n").readline):
+        if token.type == tokenize.COMMENT:
+            if token.string.startswith("# ->"):
+                arrows.append(token.string)
+        elif token.type not in (tokenize.NL, tokenize.ENDMARKER):
+            tokens.append((token.type, token.string))
+    return tokens, arrows
+
+
+def code_difference(translated: str, english: str) -> str | None:
+    """Say how translated code differs from the English beyond its comments, or return None."""
+    try:
+        mine, my_arrows = _code_tokens(translated)
+    except (tokenize.TokenError, SyntaxError) as exc:
+        return f"is not valid Python ({exc.args[0]})"
+    theirs, their_arrows = _code_tokens(english)
+    if mine != theirs:
+        return "differs from the English code: translate only its comments"
+    if my_arrows != their_arrows:
+        return "changes a '# ->' comment: those state what the line prints and stay as in English"
+    return None
 
 
 def _read_course_file(file: _File, english: bool) -> dict[str, Any]:

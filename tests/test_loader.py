@@ -27,8 +27,9 @@ PARTIAL_RU = ROOT / "tests" / "fixtures" / "partial" / "ru"
 
 @pytest.fixture
 def lessons(tmp_path: Path) -> Path:
+    # English only: each test adds the one translation it is about.
     target = tmp_path / "lessons"
-    shutil.copytree(LESSONS, target)
+    shutil.copytree(LESSONS / "en", target / "en")
     return target
 
 
@@ -690,3 +691,128 @@ def test_language_without_a_folder_is_all_english_with_fallback(partial):
         assert lesson.recap_fallback is True
         assert [(s.id, s.text, s.fallback) for s in lesson.slides] == [(s.id, s.text, True) for s in english.slides]
         assert [(q.id, q.correct, q.fallback) for q in lesson.quiz] == [(q.id, q.correct, True) for q in english.quiz]
+
+
+# Translated code and exercises.
+
+EXERCISE = """\
+exercise:
+  title: Обнули перед повторным использованием
+  instructions: >
+    Исправь цикл так, чтобы `grads` был `[4.0, 4.0]`, а `x.grad` в конце равнялся 4.
+  starter: |
+    import torch
+    x = torch.tensor(2.0, requires_grad=True)
+    grads = []
+    for step in range(2):
+        loss = x ** 2
+        loss.backward()
+        grads.append(x.grad.item())
+    print(grads)  # должно быть [4.0, 4.0]
+  hints:
+    - "`backward()` прибавляет к `.grad`."
+    - Обнуляй градиент на каждом шаге.
+    - "Поставь `x.grad = None` в начало тела цикла."
+  checks:
+    - id: grad-value
+      fail: "`x.grad` равен {got}, а нужно 4: ты обнулил градиент перед вторым backward?"
+    - id: grads-per-step
+      fail: "`grads` равен {got}, а нужно [4.0, 4.0]."
+"""
+
+
+def test_a_translated_exercise_replaces_the_english_texts_and_keeps_its_checks(lessons):
+    translate(lessons, TRANSLATION + EXERCISE)
+    content, found = load(lessons)
+    assert found == []
+    english = content.english.lesson("grad").exercise
+    ru = content.course("ru").lesson("grad").exercise
+    assert ru.fallback is False
+    assert ru.title == "Обнули перед повторным использованием"
+    assert ru.hints[2] == "Поставь `x.grad = None` в начало тела цикла."
+    assert ru.starter.endswith("# должно быть [4.0, 4.0]")
+    assert [c.fail for c in ru.checks][0].startswith("`x.grad` равен {got}")
+    assert [(c.id, c.expr, c.kind, c.expect) for c in ru.checks] == [(c.id, c.expr, c.kind, c.expect) for c in english.checks]
+    assert ru.solution == english.solution
+
+
+def test_a_lesson_without_a_translated_exercise_shows_the_english_one_marked(lessons):
+    translate(lessons)
+    content, _ = load(lessons)
+    ru = content.course("ru").lesson("grad").exercise
+    assert ru.fallback is True
+    assert ru.title == content.english.lesson("grad").exercise.title
+
+
+def test_translated_starter_code_may_change_only_its_comments(lessons):
+    path = translate(lessons, TRANSLATION + EXERCISE.replace("grads.append(x.grad.item())", "grads.append(x.grad)"))
+    line = line_of(path, "starter: |")
+    assert problems(lessons) == [
+        f"{path}:{line}: exercise: 'starter' differs from the English code: translate only its comments"
+    ]
+    assert load(lessons)[0].course("ru").lesson("grad").exercise.fallback is True
+
+
+def test_translated_exercise_must_give_every_check_a_message(lessons):
+    text = EXERCISE.split("    - id: grads-per-step")[0]
+    path = translate(lessons, TRANSLATION + text)
+    line = line_of(path, "checks:")
+    assert problems(lessons) == [f"{path}:{line}: exercise: no translated 'fail' for check 'grads-per-step'"]
+
+
+def test_translated_fail_message_keeps_got_where_english_has_it(lessons):
+    path = translate(lessons, TRANSLATION + EXERCISE.replace("`grads` равен {got}", "`grads` неверен"))
+    line = line_of(path, "`grads` неверен")
+    assert problems(lessons) == [
+        f"{path}:{line}: check 'grads-per-step': 'fail' must use {{got}} once, as the English does, and no other braces"
+    ]
+
+
+def test_translated_exercise_with_another_hint_count_is_reported(lessons):
+    path = translate(lessons, TRANSLATION + EXERCISE.replace("    - Обнуляй градиент на каждом шаге.\n", ""))
+    line = line_of(path, "hints:")
+    assert problems(lessons) == [f"{path}:{line}: exercise: has 2 hints, the English exercise has 3"]
+
+
+def test_translated_check_that_english_lacks_is_reported(lessons):
+    path = translate(lessons, TRANSLATION + EXERCISE + "    - id: extra\n      fail: лишняя\n")
+    line = line_of(path, "- id: extra")
+    assert problems(lessons) == [f"{path}:{line}: check 'extra' is not in the English exercise"]
+
+
+SLIDE_CODE = """\
+  - id: gradients-add-up
+    title: Градиенты суммируются
+    text: "`backward()` прибавляет."
+    code: |
+      x = torch.tensor(3.0, requires_grad=True)
+      (x * x).backward()
+      print(x.grad)  # -> tensor(6.)
+      # между вызовами ничего не обнуляем
+      (x * x).backward()
+      print(x.grad)  # -> tensor(12.)
+"""
+
+
+def _with_slide(code: str) -> str:
+    return TRANSLATION.replace("quiz:\n", code + "quiz:\n")
+
+
+def test_translated_slide_code_with_translated_comments_is_shown(lessons):
+    translate(lessons, _with_slide(SLIDE_CODE))
+    content, found = load(lessons)
+    assert found == []
+    slide = next(s for s in content.course("ru").lesson("grad").slides if s.id == "gradients-add-up")
+    assert "# между вызовами ничего не обнуляем" in slide.code
+
+
+@pytest.mark.parametrize("change, message", [
+    (("(x * x).backward()\n      print(x.grad)  # -> tensor(12.)", "(x * x).backward()\n      print(x.grad)  # -> tensor(13.)"),
+     "changes a '# ->' comment: those state what the line prints and stay as in English"),
+    (("x = torch.tensor(3.0", "x = torch.tensor(4.0"), "differs from the English code: translate only its comments"),
+])
+def test_translated_slide_code_that_changes_more_than_comments_is_reported(lessons, change, message):
+    slide = SLIDE_CODE.replace(*change)
+    path = translate(lessons, _with_slide(slide))
+    line = line_of(path, "code: |")
+    assert problems(lessons) == [f"{path}:{line}: slide 'gradients-add-up': 'code' {message}"]
