@@ -38,6 +38,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _lint(args: argparse.Namespace) -> int:
+    from bot import translations
+    from bot.i18n import I18n
     from bot.lint import lint
 
     config = Config.from_env(require_token=False)
@@ -47,10 +49,52 @@ def _lint(args: argparse.Namespace) -> int:
     if problems:
         print(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} found", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.stamp:
+        return _stamp(content, [Path(p) for p in args.stamp])
     lessons = content.english.lessons
     slides = sum(len(lesson.slides) for lesson in lessons)
     questions = sum(len(lesson.quiz) for lesson in lessons)
     print(f"ok: {len(lessons)} lessons, {slides} slides, {questions} questions")
+    languages = sorted((set(content.translations) | set(I18n(config.locales_dir).languages)) - {"en"})
+    reports = [
+        translations.coverage(content, language, config.locales_dir / language / "LC_MESSAGES" / "messages.po")
+        for language in languages
+    ]
+    for line in translations.report_lines(reports):
+        print(line)
+    for line in translations.warning_lines(reports):
+        print(f"warning: {line}")
+    if args.strict and not all(report.complete for report in reports):
+        print("--strict: some translations are incomplete or out of date", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return 0
+
+
+def _stamp(content, paths: list[Path]) -> int:
+    """Stamp each translation file named (or every one in a folder named) with the current English hashes."""
+    from bot import translations
+
+    files = {}
+    for course in content.translations.values():
+        if course.translation is not None:
+            files[Path(course.translation.path).resolve()] = (course.translation,
+                                                              translations.course_parts(content.english))
+        for source, lesson in zip(content.english.lessons, course.lessons):
+            if lesson.translation is not None:
+                files[Path(lesson.translation.path).resolve()] = (lesson.translation, translations.lesson_parts(source))
+    wanted = []
+    for path in paths:
+        resolved = path.resolve()
+        matches = [f for f in files if f == resolved or resolved in f.parents]
+        if not matches:
+            print(f"coursebot: {path} is not a translation file (or folder of them) under the lessons folder",
+                  file=sys.stderr)
+            return EXIT_BAD_INPUT
+        wanted += sorted(matches)
+    for file in dict.fromkeys(wanted):
+        translation, current = files[file]
+        count = translations.stamp(file, translation, current)
+        print(f"stamped {translation.path}: {count} part{'s' if count != 1 else ''}")
     return 0
 
 
@@ -78,6 +122,10 @@ def parser() -> argparse.ArgumentParser:
     commands.add_parser("run", help="start the bot (long polling); needs TELEGRAM_BOT_TOKEN").set_defaults(func=_run)
     lint = commands.add_parser("lint", help="check lesson files; prints file:line: message per problem")
     lint.add_argument("dir", nargs="?", default="lessons", help="the lessons folder (default: lessons)")
+    lint.add_argument("--stamp", nargs="+", metavar="FILE",
+                      help="record that these translation files (or folders) match the current English")
+    lint.add_argument("--strict", action="store_true",
+                      help="fail when a translation is incomplete or out of date, not only when content is invalid")
     lint.set_defaults(func=_lint)
     preview = commands.add_parser("preview", help="print a lesson as the learner reads it, without Telegram")
     preview.add_argument("lesson", help="lesson id or number, e.g. 1 or requires-grad")

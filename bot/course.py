@@ -70,6 +70,19 @@ class Exercise:
 
 
 @dataclass(frozen=True)
+class Translation:
+    """What one translation file holds: its parts ('title', 'slide/<id>', ...) and the hashes stamped in it.
+
+    A stamp is the hash of the English a part was translated from (see bot.translations).
+    """
+
+    path: str
+    parts: dict[str, int]  # part -> the line it starts at
+    stamps: dict[str, str]
+    stamps_line: int = 0  # where the 'sources:' block starts; 0 without one
+
+
+@dataclass(frozen=True)
 class Lesson:
     """A lesson: slides to read, a Quick Check to answer, a recap to keep."""
 
@@ -83,6 +96,7 @@ class Lesson:
     recap_fallback: bool = False
     exercise: Exercise | None = None
     source: Source = field(default=_NOWHERE, compare=False)
+    translation: Translation | None = field(default=None, compare=False)  # None in English or untranslated
 
     def question(self, question_id: str) -> Question | None:
         """Return the question with this id, or None."""
@@ -102,6 +116,7 @@ class Course:
     title: str
     description: str
     lessons: tuple[Lesson, ...]
+    translation: Translation | None = field(default=None, compare=False)  # of course.yaml
 
     def lesson(self, lesson_id: str) -> Lesson | None:
         """Return the lesson with this id, or None."""

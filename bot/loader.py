@@ -13,7 +13,8 @@ import yaml
 
 from bot import markup
 from bot.course import (
-    SOURCE_LANGUAGE, Content, Course, Exercise, ExerciseCheck, Lesson, Question, Slide, Source, untranslated,
+    SOURCE_LANGUAGE, Content, Course, Exercise, ExerciseCheck, Lesson, Question, Slide, Source, Translation,
+    untranslated,
 )
 from bot.errors import Problem
 
@@ -467,6 +468,9 @@ def _read_translation(file: _File, english: Lesson) -> Lesson:
             explanation=values["explanation"],
             source=file.source(line),
         )
+    parts = {key: data.key_lines[key] for key in ("title", "summary", "recap") if key in top}
+    parts |= {f"slide/{slide_id}": slide.source.line for slide_id, slide in translated_slides.items()}
+    parts |= {f"question/{question_id}": q.source.line for question_id, q in translated_quiz.items()}
     exercise = english.exercise
     if "exercise" in top and english.exercise is not None:
         exercise = _read_exercise_translation(file, top["exercise"], english.exercise)
@@ -481,7 +485,27 @@ def _read_translation(file: _File, english: Lesson) -> Lesson:
         recap=top.get("recap", english.recap),
         recap_fallback="recap" not in top,
         exercise=exercise,
+        translation=_translation(file, top, parts | ({"exercise": data.key_lines["exercise"]}
+                                                     if exercise is not None and not exercise.fallback else {})),
     )
+
+
+STAMP = re.compile(r"[0-9a-f]{8}")
+
+
+def _translation(file: _File, top: dict[str, Any], parts: dict[str, int]) -> Translation:
+    """Record a translation's parts and its 'sources:' stamps, reporting malformed ones."""
+    stamps: dict[str, str] = {}
+    node = file.data.get("sources") if "sources" in top else None
+    for key, value in (node or {}).items():
+        line = node.key_lines[key]
+        if not isinstance(value, str) or not STAMP.fullmatch(value):
+            file.problem(line, f"sources: '{key}' must be an 8-digit hex hash; run `coursebot lint --stamp {file.name}`")
+        elif key not in parts:
+            file.problem(line, f"sources: '{key}' is not translated in this file; run `coursebot lint --stamp {file.name}`")
+        else:
+            stamps[key] = value
+    return Translation(file.name, parts, stamps, node.line if node is not None else 0)
 
 
 def _read_exercise_translation(file: _File, node: _Map, english: Exercise) -> Exercise:
@@ -568,7 +592,7 @@ def _read_course_file(file: _File, english: bool) -> dict[str, Any]:
         return {}
     if english:
         return file.fields(file.data, "course", {"id": str, "title": str, "description": str, "lessons": list}, {}) or {}
-    return file.fields(file.data, "course translation", {}, {"title": str, "description": str}) or {}
+    return file.fields(file.data, "course translation", {}, {"title": str, "description": str, "sources": dict}) or {}
 
 
 def load(lessons_dir: Path) -> tuple[Content | None, list[Problem]]:
@@ -624,11 +648,15 @@ def _read_language(
 ) -> Course:
     by_stem = dict(zip(stems, english.lessons))
     course: dict[str, Any] = {}
+    course_translation = None
     overlays: dict[str, Lesson] = {}
     for path in sorted(language_dir.glob("*.y*ml")):
         file = _File(path, problems, root)
         if path.stem == "course":
             course = _read_course_file(file, english=False)
+            if file.data is not None:
+                parts = {key: file.data.key_lines[key] for key in ("title", "description") if key in course}
+                course_translation = _translation(file, course, parts)
             continue
         if file.data is None:
             continue
@@ -648,5 +676,6 @@ def _read_language(
         title=course.get("title", english.title),
         description=course.get("description", english.description),
         lessons=lessons,
+        translation=course_translation,
     )
 

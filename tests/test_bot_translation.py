@@ -33,7 +33,7 @@ def partial_locales(tmp_path: Path) -> Path:
     for message in catalog:
         if message.id in TRANSLATED:
             message.string = TRANSLATED[message.id]
-    (target / "ru" / "LC_MESSAGES").mkdir(parents=True)
+    (target / "ru" / "LC_MESSAGES").mkdir(parents=True, exist_ok=True)
     with (target / "ru" / "LC_MESSAGES" / "messages.po").open("wb") as po:
         write_po(po, catalog)
     return target

@@ -59,7 +59,7 @@ def in_process(monkeypatch, capsys):
 @pytest.fixture
 def lessons(tmp_path: Path) -> Path:
     target = tmp_path / "lessons"
-    shutil.copytree(LESSONS, target)
+    shutil.copytree(LESSONS / "en", target / "en")  # English only: a test adds the translation it is about
     return target
 
 
@@ -73,11 +73,77 @@ def line_of(path: Path, needle: str, *, after: str | None = None) -> int:
 # lint
 
 
-def test_lint_of_the_real_lessons_exits_zero_with_a_summary():
-    result = cli("lint", "lessons")
-    assert result.returncode == 0, result.stderr
-    assert result.stdout == "ok: 4 lessons, 52 slides, 12 questions\n"
+def test_lint_of_the_real_lessons_exits_zero_with_a_summary_and_the_coverage_of_each_language():
+    result = cli("lint", "lessons", "--strict")
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "ok: 4 lessons, 52 slides, 12 questions"
+    assert lines[1].startswith("translation coverage")
+    shipped = sorted(p.parent.parent.name for p in (ROOT / "locales").glob("*/LC_MESSAGES/messages.po")) 
+    assert [line.split()[0] for line in lines[2:]] == [language for language in shipped if language != "en"]
+    for line in lines[2:]:
+        assert re.fullmatch(r"  \S+ +slides 52/52 \(100%\), questions 12/12 \(100%\), exercises 4/4 \(100%\), "
+                            r"lesson texts 14/14 \(100%\), UI messages (\d+)/\1 \(100%\), out of date 0", line), line
     assert result.stderr == ""
+
+
+def _coverage_line(stdout: str, language: str) -> str:
+    return next(line for line in stdout.splitlines() if line.split()[:1] == [language])
+
+
+def test_lint_reports_a_partial_translation_unstamped_then_current_then_stale(lessons, in_process):
+    shutil.copytree(PARTIAL_RU, lessons / "ru")
+    translation = lessons / "ru" / "03-grad.yaml"
+    code, out, _ = in_process("lint", str(lessons))
+    assert code == 0
+    assert "slides 6/52 (11%), questions 1/12 (8%), exercises 0/4 (0%)" in _coverage_line(out, "ru")
+    assert f"warning: {translation}: 9 translated parts have no source hash; run `coursebot lint --stamp {translation}`" in out
+
+    before = translation.read_text(encoding="utf-8")
+    code, out, _ = in_process("lint", str(lessons), "--stamp", str(lessons / "ru"))
+    assert code == 0
+    assert f"stamped {translation}: 9 parts" in out
+    after = translation.read_text(encoding="utf-8")
+    assert after.startswith(before.rstrip("\n") + "\n\nsources:")  # the translator's text is untouched
+    code, out, _ = in_process("lint", str(lessons))
+    assert "out of date 0" in _coverage_line(out, "ru") and "warning" not in out
+
+    english = lessons / "en" / "03-grad.yaml"
+    english.write_text(english.read_text(encoding="utf-8").replace(
+        "twice without clearing and you get double the gradient.", "twice without clearing and the gradient doubles."),
+        encoding="utf-8")
+    code, out, err = in_process("lint", str(lessons), "--strict")
+    assert code == 2 and "incomplete or out of date" in err
+    line = line_of(translation, "- id: gradients-add-up")
+    assert out.count("warning: ") == 1
+    assert (f"warning: {translation}:{line}: 'slide/gradients-add-up' is stale: its English changed since it was "
+            f"translated; update it, then run `coursebot lint --stamp {translation}`") in out
+
+    in_process("lint", str(lessons), "--stamp", str(translation))
+    assert translation.read_text(encoding="utf-8").count("sources:") == 1  # the block is replaced, not repeated
+    code, out, _ = in_process("lint", str(lessons), "--strict")
+    assert "out of date 0" in _coverage_line(out, "ru")
+
+
+def test_a_forged_source_hash_is_a_problem_at_its_line(lessons, in_process):
+    shutil.copytree(PARTIAL_RU, lessons / "ru")
+    translation = lessons / "ru" / "03-grad.yaml"
+    with translation.open("a", encoding="utf-8") as f:
+        f.write("sources:\n  recap: 1234abcd\n  slide/grad-attribute: not-a-hash\n")
+    code, out, _ = in_process("lint", str(lessons))
+    assert code == 2
+    assert out.splitlines() == [
+        f"{translation}:{line_of(translation, '  recap: 1234abcd')}: sources: 'recap' is not translated in this file; "
+        f"run `coursebot lint --stamp {translation}`",
+        f"{translation}:{line_of(translation, 'not-a-hash')}: sources: 'slide/grad-attribute' must be an 8-digit hex "
+        f"hash; run `coursebot lint --stamp {translation}`",
+    ]
+
+
+def test_stamping_a_file_that_is_not_a_translation_is_refused(lessons, in_process):
+    code, _, err = in_process("lint", str(lessons), "--stamp", str(lessons / "en" / "03-grad.yaml"))
+    assert code == 2
+    assert "is not a translation file" in err
 
 
 def test_lint_of_a_broken_copy_prints_file_line_message_and_exits_two(lessons):
