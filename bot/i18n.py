@@ -124,7 +124,9 @@ class I18n:
         for candidate in (exact, wanted.language):
             if candidate in self._catalogs:
                 return candidate
-        return DEFAULT_LANGUAGE
+        # A Portuguese learner is better served by pt_BR than by English, whatever their country.
+        siblings = sorted(lang for lang in self._catalogs if lang.split("_")[0] == wanted.language)
+        return siblings[0] if siblings else DEFAULT_LANGUAGE
 
     @contextmanager
     def use(self, language: str) -> Iterator[None]:

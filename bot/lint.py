@@ -6,7 +6,9 @@ import html
 import re
 from pathlib import Path
 
-from bot import loader, render
+from runner.result import RunResult
+
+from bot import loader, practice, render
 from bot.course import Content, Course
 from bot.errors import ContentError, Problem
 from bot.i18n import I18n
@@ -49,6 +51,31 @@ def _check_course(course: Course, i18n: I18n) -> list[Problem]:
             if (n := visible_length(result.text)) > MESSAGE_MAX:
                 problems.append(Problem(lesson.source.path, lesson.source.line,
                                         f"the recap renders to {n} characters; Telegram allows {MESSAGE_MAX}"))
+            if lesson.exercise is not None and (course.language == "en" or not lesson.exercise.fallback):
+                problems += _check_exercise(course, lesson)
+    return problems
+
+
+# The longest output a verdict shows: what is left is the room for the exercise's own messages.
+_LONGEST_OUTPUT = RunResult(status="ok", stdout="x" * practice.OUTPUT_MAX, stderr="", exit_code=0, signal=None,
+                            duration_ms=0.0, truncated=True)
+
+
+def _check_exercise(course: Course, lesson) -> list[Problem]:
+    """Check every screen of the practice: the task, each hint, and a verdict with every check failing."""
+    exercise = lesson.exercise
+    path, line = exercise.source.path, exercise.source.line
+    screens = {"the practice task": render.practice_intro(course, lesson)}
+    for shown in range(1, len(exercise.hints) + 1):
+        screens[f"hint {shown}"] = render.hint(lesson, course, shown)
+    feedback = practice.markup_lines([check.fail.replace("{got}", "`tensor([1., 2., 3.])`") for check in exercise.checks])
+    screens["a verdict with every check failing"] = render.practice_verdict(
+        course, lesson, practice.output_block(_LONGEST_OUTPUT), feedback, passed=False, hints_shown=0)
+    problems = []
+    for what, screen in screens.items():
+        if (n := visible_length(screen.text)) > MESSAGE_MAX:
+            problems.append(Problem(path, line, f"exercise: {what} renders to {n} characters; Telegram allows {MESSAGE_MAX}"))
+        problems += _check_buttons(screen, path, line)
     return problems
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 from pathlib import Path
 
 import pytest
 from babel.messages import Catalog
 from babel.messages.pofile import write_po
 
-from bot.i18n import I18n, _, current_language, ngettext
+from bot.i18n import I18n, _, current_language, date, fraction, ngettext, number, own_name, percent, telegram_code
 
 BACK = "◀ Back"
 NEXT = "Next ▶"
@@ -156,3 +157,57 @@ def test_the_shipped_english_catalog_loads(tmp_path):
     assert i18n.languages[0] == "en"
     with i18n.use("en"):
         assert _(BACK) == BACK
+
+
+def test_a_regional_variant_serves_its_siblings_before_english(tmp_path):
+    root = tmp_path / "locales"
+    write_catalog(root, "pt_BR", {BACK: "◀ Voltar"})
+    i18n = I18n(root)
+    assert [i18n.negotiate(code) for code in ("pt", "pt-PT", "pt-br")] == ["pt_BR", "pt_BR", "pt_BR"]
+
+
+# The shipped catalogs: the negotiation table, formatting and own names.
+
+SHIPPED_LOCALES = Path(__file__).resolve().parent.parent / "locales"
+
+
+@pytest.mark.parametrize(("code", "language"), [
+    ("ru-RU", "ru"), ("ru", "ru"), ("uk-UA", "en"), ("es-419", "es"), ("es-MX", "es"), ("es", "es"),
+    ("ja-JP", "ja"), ("ja", "ja"), ("ar-EG", "ar"), ("ar", "ar"), ("de-AT", "de"), ("fr-CA", "fr"),
+    ("pt-br", "pt_BR"), ("pt-PT", "pt_BR"), ("en-GB", "en"), ("zh-hans", "en"), ("zz", "en"), (None, "en"),
+])
+def test_the_shipped_catalogs_negotiate_telegram_codes(code, language):
+    assert I18n(SHIPPED_LOCALES).negotiate(code) == language
+
+
+def test_each_shipped_language_is_named_in_itself():
+    names = {code: own_name(code) for code in I18n(SHIPPED_LOCALES).languages}
+    assert names == {
+        "en": "English", "ar": "العربية", "de": "Deutsch", "es": "Español", "fr": "Français", "ja": "日本語",
+        "pt_BR": "Português (Brasil)", "ru": "Русский",
+    }
+
+
+@pytest.mark.parametrize(("language", "formatted"), [
+    ("en", ("1,234.5", "75%", "Dec 2, 2026")),
+    ("ru", ("1\xa0234,5", "75\xa0%", "2 дек. 2026\u202fг.")),
+    ("de", ("1.234,5", "75\xa0%", "02.12.2026")),
+    ("ja", ("1,234.5", "75%", "2026/12/02")),
+    ("ar", ("\u20661,234.5\u2069", "\u206675%\u2069", "\u206602\u200f/12\u200f/2026\u2069")),
+])
+def test_numbers_percentages_and_dates_follow_the_locale(language, formatted):
+    root_i18n = I18n(SHIPPED_LOCALES)
+    with root_i18n.use(language):
+        assert (number(1234.5), percent(0.75), date(datetime.date(2026, 12, 2))) == formatted
+
+
+def test_slide_position_stays_left_to_right_only_in_right_to_left_languages():
+    i18n = I18n(SHIPPED_LOCALES)
+    with i18n.use("ar"):
+        assert fraction(3, 13) == "\u20663 / 13\u2069"
+    with i18n.use("ru"):
+        assert fraction(3, 13) == "3 / 13"
+
+
+def test_command_menus_are_published_under_two_letter_codes():
+    assert [telegram_code(code) for code in ("ru", "pt_BR", "ar")] == ["ru", "pt", "ar"]

@@ -293,3 +293,20 @@ def test_translated_question_over_the_limits_is_reported_in_the_translation(less
     assert problems(lessons) == [
         f"{path}:{line}: question 'zero-grad-default': option 2 has 101 characters; Telegram allows 100"
     ]
+
+
+def test_a_practice_screen_over_4096_characters_is_reported_at_the_exercise(lessons):
+    path = grad(lessons)
+    edit(path, '    - Clear the gradient once per step, before that step\'s `backward()`.\n',
+         f'    - Clear the gradient once per step, before that step\'s `backward()`. {"very " * 900}\n')
+    line = line_of(path, "exercise:")
+    found = problems(lessons)
+    assert len(found) == 1
+    assert found[0].startswith(f"{path}:{line}: exercise: hint 2 renders to ")
+    assert found[0].endswith("characters; Telegram allows 4096")
+
+
+def test_every_practice_screen_of_the_real_lessons_fits_in_every_language():
+    content, found = lint(LESSONS, LOCALES)
+    assert [p for p in found if "exercise:" in p.message] == []
+    assert any(not lesson.exercise.fallback for course in content.translations.values() for lesson in course.lessons)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot import markup
+from bot import bidi, markup
 from bot.markup import MarkupError
 
 
@@ -93,3 +93,41 @@ def test_code_block_is_escaped_and_tagged_python():
     assert markup.code_block("if a < b:\n    x = a & b") == (
         '<pre><code class="language-python">if a &lt; b:\n    x = a &amp; b</code></pre>'
     )
+
+
+# Right to left: inline code, numbers and Latin runs isolated so they keep their order.
+
+LRI, PDI = "\u2066", "\u2069"
+
+
+def test_inline_code_in_right_to_left_text_is_isolated_whole():
+    text = "استدعِ `loss.backward()` مرة واحدة ثم اقرأ `x.grad`."
+    assert markup.to_html(text, rtl=True) == (
+        f"استدعِ {LRI}<code>loss.backward()</code>{PDI} مرة واحدة ثم اقرأ {LRI}<code>x.grad</code>{PDI}."
+    )
+
+
+def test_left_to_right_text_is_left_alone():
+    assert markup.to_html("Call `backward()` once, 3 / 13.", rtl=False) == "Call <code>backward()</code> once, 3 / 13."
+
+
+def test_numbers_and_latin_words_in_right_to_left_prose_are_isolated():
+    assert markup.to_html("الشريحة 3 / 13 في PyTorch 2.x.", rtl=True) == f"الشريحة {LRI}3 / 13{PDI} في {LRI}PyTorch 2.x{PDI}."
+
+
+def test_bold_in_right_to_left_text_keeps_its_tags_outside_the_isolates():
+    assert markup.to_html("**يجمع** القيم", rtl=True) == "<b>يجمع</b> القيم"
+    assert markup.to_html("**القيمة 4**", rtl=True) == f"<b>القيمة {LRI}4{PDI}</b>"
+
+
+def test_plain_right_to_left_text_for_polls_and_buttons_is_isolated():
+    assert bidi.isolate_runs("ماذا يطبع print(x.grad) الآن؟") == f"ماذا يطبع {LRI}print(x.grad){PDI} الآن؟"
+    assert bidi.isolate_runs("tensor(6.)") == f"{LRI}tensor(6.){PDI}"
+    assert bidi.isolate_runs("بلا أرقام") == "بلا أرقام"
+
+
+def test_the_isolated_text_reads_the_same_once_the_marks_are_removed():
+    text = "يحسب `backward()` التدرجات: 2 / 3 من x.grad و None."
+    for rendered, shown in ((markup.to_plain(text, rtl=True), text.replace("`", "")), (bidi.isolate_runs(text), text)):
+        assert rendered.replace(LRI, "").replace(PDI, "") == shown
+        assert rendered.count(LRI) == rendered.count(PDI) > 0
