@@ -299,7 +299,7 @@ def test_a_practice_screen_over_4096_characters_is_reported_at_the_exercise(less
     path = grad(lessons)
     edit(path, '    - Clear the gradient once per step, before that step\'s `backward()`.\n',
          f'    - Clear the gradient once per step, before that step\'s `backward()`. {"very " * 900}\n')
-    line = line_of(path, "exercise:")
+    line = line_of(path, "exercise:") + 1  # the exercise's first line
     found = problems(lessons)
     assert len(found) == 1
     assert found[0].startswith(f"{path}:{line}: exercise: hint 2 renders to ")
