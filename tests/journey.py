@@ -21,7 +21,8 @@ def button_texts(message: dict) -> list[str]:
 
 def position(message: dict) -> tuple[int, int]:
     """Return the 'n / N' a slide message shows."""
-    match = POSITION.search(message["text"])
+    # In a right-to-left language 'n / N' is wrapped in Unicode isolates.
+    match = POSITION.search(message["text"].replace("\u2066", "").replace("\u2069", ""))
     assert match, f"no 'n / N' in {message['text']!r}"
     return int(match.group(1)), int(match.group(2))
 
