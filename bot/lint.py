@@ -88,8 +88,10 @@ def _check_buttons(screen: render.Screen, path: str, line: int) -> list[Problem]
     return problems
 
 
-def _check_question(question) -> list[Problem]:
-    where, path, line = f"question '{question.id}'", question.source.path, question.source.line
+def _check_question(source) -> list[Problem]:
+    where, path, line = f"question '{source.id}'", source.source.path, source.source.line
+    # Measured as sent: in a right-to-left language the poll carries isolates too.
+    question = render.poll(source)
     problems = []
     if (n := telegram_length(question.question)) > POLL_QUESTION_MAX:
         problems.append(Problem(path, line, f"{where}: the question has {n} characters; Telegram allows {POLL_QUESTION_MAX}"))

@@ -208,7 +208,9 @@ def help_text() -> Screen:
         "",
         _("Turn slides with the buttons under each message. Your place is saved as you go."),
     ]
-    return Screen(html.escape("\n".join(lines)), _keyboard([_button(_("☰ Lessons"), ShowMenu())]))
+    # A line that starts with '/start' would read left to right in Arabic: the command is isolated.
+    return Screen(html.escape("\n".join(markup.plain(line) for line in lines)),
+                  _keyboard([_button(_("☰ Lessons"), ShowMenu())]))
 
 
 def reset_question() -> Screen:
@@ -227,8 +229,8 @@ def reset_done(reset: bool) -> Screen:
 
 
 def notice(text: str) -> Screen:
-    """Render a short plain notice."""
-    return Screen(html.escape(text))
+    """Render a short plain notice (commands and code in it kept left to right in Arabic)."""
+    return Screen(html.escape(markup.plain(text)))
 
 
 def language_picker(languages: list[str], chosen: str | None) -> Screen:
@@ -317,4 +319,4 @@ def hint(lesson: Lesson, course: Course, shown: int) -> Screen:
 
 def run_output(output: str, status: str | None) -> Screen:
     """Render an ungraded run: what it printed, and why it ended if a limit stopped it."""
-    return Screen(output if status is None else f"{output}\n\n{html.escape(status)}")
+    return Screen(output if status is None else f"{output}\n\n{html.escape(markup.plain(status))}")
