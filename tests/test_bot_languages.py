@@ -35,8 +35,8 @@ ENGLISH_ONLY = {
     "the", "and", "you", "your", "with", "this", "that", "these", "is", "are", "what", "which", "when", "then",
     "from", "have", "has", "not", "only", "each", "every", "into", "does", "of", "to", "it", "its", "for", "can",
     "there", "here", "again", "send", "tap", "lesson", "lessons", "next", "back", "hint", "wrong", "right",
-    "answer", "question", "questions", "progress", "score", "start", "reset", "course", "well", "done", "yet",
-    "run", "running", "try", "output", "should", "would", "could", "gradient", "gradients",
+    "answer", "progress", "start", "reset", "course", "well", "done", "yet", "run", "running", "try", "output",
+    "should", "would", "could",
 }
 LESSON = CONTENT.english.lesson("grad")
 
@@ -116,7 +116,8 @@ async def _take_lesson_three(learner, lesson: Lesson, language: str) -> list[dic
         next_label, quiz_label = _("Next ▶"), _("Quick Check ▶")
     menu = await send_and_wait(learner, "/start")
     seen.append(menu)
-    slide = await tap_and_wait_edit(learner, menu, "3. ")
+    await learner.tap(menu, callback_data="l:grad")  # the button reads "3. ..." (isolated in Arabic)
+    slide = await learner.wait_edit(menu["message_id"])
     seen.append(slide)
     while position(slide)[0] < len(lesson.slides):
         slide = await tap_and_wait_edit(learner, slide, next_label)
@@ -180,6 +181,6 @@ async def test_a_learner_takes_lesson_three_in_their_language_with_no_english_le
 def test_the_english_fragment_check_finds_english():
     # The check above is only as good as its English: it must catch a slide or a button left untranslated.
     fragments = _english_fragments(LESSON)
-    slide_words = _words(LESSON.slides[0].text)
-    assert any(f" {f} " in f" {slide_words} " for f in fragments)
+    caught = [s.id for s in LESSON.slides if any(f" {f} " in f" {_words(s.text)} " for f in fragments)]
+    assert len(caught) >= len(LESSON.slides) // 2, caught
     assert {w for w in _words(LESSON.recap).split() if w in ENGLISH_ONLY}
