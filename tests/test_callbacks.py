@@ -8,6 +8,7 @@ from bot import callbacks
 from bot.callbacks import (
     CallbackData,
     CallbackDataError,
+    ChooseLanguage,
     LeavePractice,
     ShowHint,
     StartPractice,
@@ -35,7 +36,18 @@ EXAMPLES = [
     StartPractice("grad"),
     ShowHint("backward"),
     LeavePractice("no-grad"),
+    ChooseLanguage("pt-br"),
+    ChooseLanguage.of(None),
 ]
+
+
+def test_a_language_button_names_a_shipped_language_or_telegrams():
+    shipped = ["en", "pt_BR", "ru"]
+    assert ChooseLanguage.of("pt_BR").pack() == "g:pt-br"
+    assert CallbackData.unpack("g:pt-br").resolve(shipped) == "pt_BR"
+    assert CallbackData.unpack("g:auto").resolve(shipped) is None
+    with pytest.raises(CallbackDataError):
+        CallbackData.unpack("g:ja").resolve(shipped)
 
 
 def _subclasses(cls):

@@ -235,7 +235,7 @@ def test_preview_in_a_partial_translation_shows_translated_and_fallback_slides(l
     assert code == 0
     assert "Градиенты хранятся в .grad" in out
     assert "Adding up is on purpose" in out  # untranslated, shown in English
-    assert "This part is not translated yet" in out
+    assert "Эта часть ещё не переведена" in out  # the notice, from the Russian catalog
 
 
 def test_preview_reads_the_lessons_folder_from_coursebot_lessons(lessons, in_process):
