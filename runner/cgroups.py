@@ -123,16 +123,33 @@ def _write(path: Path, value: str) -> None:
         f.write(value)
 
 
-def _read_kv(path: Path) -> dict[str, int]:
+def _parse_kv(text: str) -> dict[str, int]:
     out = {}
-    try:
-        for line in path.read_text().splitlines():
-            k, _, v = line.partition(" ")
-            if v.strip().lstrip("-").isdigit():
-                out[k] = int(v)
-    except OSError:
-        pass
+    for line in text.splitlines():
+        k, _, v = line.partition(" ")
+        if v.strip().lstrip("-").isdigit():
+            out[k] = int(v)
     return out
+
+
+def _read_kv(path: Path) -> dict[str, int]:
+    try:
+        return _parse_kv(path.read_text())
+    except OSError:
+        return {}
+
+
+def _read(path: str) -> bytes:
+    """A cgroup file, opened anew: kernfs files reread through a kept
+    descriptor can return what they held before."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -159,7 +176,9 @@ class JobCgroup:
         self._procs = str(dirs[key] / "cgroup.procs")
         self._oom_file = str(dirs[key] / "memory.events") if layout.version == 2 else \
             str(dirs["memory"] / "memory.oom_control")
-        self._add_files = [str(d / "cgroup.procs") for d in dirs.values()]
+        # Kept open: every job is added through them (a write each).
+        self._add_fds = [os.open(d / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+                         for d in dirs.values()]
 
     # --- setup ---------------------------------------------------------
     def configure(self, limits: Limits) -> None:
@@ -201,16 +220,15 @@ class JobCgroup:
 
     def add(self, pid: int) -> None:
         data = str(pid).encode()
-        for path in self._add_files:
-            fd = os.open(path, os.O_WRONLY)
-            try:
-                os.write(fd, data)
-            finally:
-                os.close(fd)
+        for fd in self._add_fds:
+            os.write(fd, data)
 
     # --- observation ---------------------------------------------------
     def oom_kills(self) -> int:
-        return _read_kv(Path(self._oom_file)).get("oom_kill", 0)
+        try:
+            return _parse_kv(_read(self._oom_file).decode()).get("oom_kill", 0)
+        except OSError:
+            return 0
 
     def oom_killed(self) -> bool:
         """Did the kernel OOM-kill something here since configure()?"""
@@ -226,8 +244,7 @@ class JobCgroup:
 
     def pids(self) -> list[int]:
         try:
-            with open(self._procs, "rb") as f:
-                return [int(x) for x in f.read().split()]
+            return [int(x) for x in _read(self._procs).split()]
         except OSError:
             return []
 
@@ -255,12 +272,11 @@ class JobCgroup:
                 return False
             time.sleep(0.002)
 
-    def remove(self) -> None:
-        for d in self.dirs.values():
-            try:
-                d.rmdir()
-            except FileNotFoundError:
-                pass
+    def close(self) -> None:
+        """Close the files kept open (idempotent)."""
+        for fd in self._add_fds:
+            os.close(fd)
+        self._add_fds = []
 
 
 class CgroupTree:
@@ -341,6 +357,7 @@ class CgroupTree:
     def destroy(self) -> None:
         for s in self.slots:
             s.kill_all(timeout=1.0)
+            s.close()
         for d in self.dirs.values():
             _remove_tree(d)
 

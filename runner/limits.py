@@ -26,9 +26,9 @@ class Limits:
     # Bytes of memory for the whole job: its cgroup limit (anonymous memory,
     # page cache and the job's tmpfs files all count).
     memory_bytes: int = 512 * MiB
-    # Tasks (processes + threads) alive at once in the job's pids cgroup,
-    # including the sandbox's own init.  RLIMIT_NPROC is useless for root-owned
-    # processes, so this is the limit that stops fork bombs.
+    # Tasks (processes + threads) alive at once in the job's pids cgroup (its
+    # pid namespace's init, which never forks, lives outside it).  RLIMIT_NPROC
+    # is useless for root-owned processes, so this is the limit that stops fork bombs.
     max_processes: int = 32
     # Bytes of stdout + stderr kept; one byte more ends the job (output_limit).
     output_bytes: int = 64 * KiB

@@ -18,6 +18,7 @@ import os
 import secrets
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import time
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import cgroups, grading, sandbox, seccomp
+from . import cgroups, grading, pipes, sandbox, seccomp
 from .errors import InvalidRequest, JobFailed, RunnerBusy, RunnerClosed, SandboxUnavailable
 from .limits import DEFAULT, Limits
 from .result import RunResult
@@ -36,6 +37,7 @@ log = logging.getLogger("runner.pool")
 MEMORY_ERROR_MARKERS = ("MemoryError", "can't allocate memory", "DefaultCPUAllocator",
                         "not enough memory", "std::bad_alloc")
 SETUP_TIMEOUT_S = 15.0     # seconds for a job's sandbox to get ready (not learner time)
+DONE_BYTES = 4096          # bytes of the "done" message a job may write (more: not a valid one)
 FIX_HINT = ("to fix the host: install bubblewrap (apt-get install -y bubblewrap), enable "
             "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; "
             "sysctl user.max_user_namespaces=15000; on Ubuntu also "
@@ -99,7 +101,8 @@ class Zygote:
         self.torch_version: str | None = None
         self.alive = False
         self._waiters: dict[tuple[str, Any], asyncio.Future] = {}
-        self._stderr = deque(maxlen=60)
+        self._stderr = deque(maxlen=60)       # its last lines, for error messages
+        self._err: pipes.Stream | None = None
         self._ready: asyncio.Future | None = None
 
     def argv(self, ctl_fd: int) -> list[str]:
@@ -123,8 +126,9 @@ class Zygote:
         parent.setblocking(False)
         self.ctl = parent
         self.alive = True
-        os.set_blocking(self.proc.stderr.fileno(), False)
-        loop.add_reader(self.proc.stderr.fileno(), self._on_stderr)
+        # A log, consumed line by line: it may keep everything.
+        self._err = pipes.Stream(self.proc.stderr.fileno(), pipes.Budget(1 << 62))
+        loop.add_reader(self._err.fd, self._on_stderr)
         loop.add_reader(parent.fileno(), self._on_ctl)
         self._ready = loop.create_future()
         try:
@@ -140,21 +144,15 @@ class Zygote:
         return " | ".join(self._stderr)[-2000:] or "(empty)"
 
     def _on_stderr(self) -> None:
-        assert self.proc and self.proc.stderr
-        fd = self.proc.stderr.fileno()
-        try:
-            data = os.read(fd, 65536)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        if not data:
-            asyncio.get_running_loop().remove_reader(fd)
-            return
-        for line in data.decode("utf-8", "replace").splitlines():
+        err = self._err
+        err.pump()
+        if err.eof:
+            asyncio.get_running_loop().remove_reader(err.fd)
+        for line in err.data.decode("utf-8", "replace").splitlines():
             if line.strip():
                 self._stderr.append(line.strip())
                 log.debug("sandbox: %s", line)
+        err.data.clear()
 
     def _on_ctl(self) -> None:
         from .zygote import recv_msg
@@ -265,19 +263,69 @@ class _Ready:
     tmpfs_bytes: int
 
 
-@dataclass
 class _Job:
-    id: str
-    limits: Limits
-    out: bytearray = field(default_factory=bytearray)
-    err: bytearray = field(default_factory=bytearray)
-    report: bytearray = field(default_factory=bytearray)
-    done: bytearray = field(default_factory=bytearray)
-    done_event: asyncio.Event = field(default_factory=asyncio.Event)
-    token: str = field(default_factory=lambda: secrets.token_hex(8))
-    total: int = 0
-    overflow: bool = False
-    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    """One job's pipes while it runs, and why it stopped running."""
+
+    def __init__(self, jid: str, limits: Limits, want_report: bool) -> None:
+        self.id = jid
+        self.limits = limits
+        self.token = secrets.token_hex(8)
+        self.ended: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._want_report = want_report
+        self.streams: list[pipes.Stream] = []
+        self.out = self.err = self.done = self.report = None
+
+    def open_pipes(self) -> list[int]:
+        """The job's pipes; returns the write ends [stdout, stderr, done(, report)] for G."""
+        ends = []
+
+        def pipe(budget: pipes.Budget) -> pipes.Stream:
+            r, w = os.pipe2(os.O_CLOEXEC)
+            ends.append(w)
+            stream = pipes.Stream(r, budget)
+            self.streams.append(stream)
+            return stream
+
+        output = pipes.Budget(self.limits.output_bytes)     # stdout and stderr together
+        self.out, self.err = pipe(output), pipe(output)
+        self.done = pipe(pipes.Budget(DONE_BYTES))
+        if self._want_report:
+            self.report = pipe(pipes.Budget(grading.MAX_REPORT))
+        return ends
+
+    def end(self, reason: str) -> None:
+        if not self.ended.done():
+            self.ended.set_result(reason)
+
+    def on_readable(self, stream: pipes.Stream) -> None:
+        stream.pump()
+        if stream.eof:
+            asyncio.get_running_loop().remove_reader(stream.fd)
+        if self.truncated:
+            self.end("output_limit")
+        elif stream is self.done and self.said_done() is not None:
+            self.end("done")
+
+    @property
+    def truncated(self) -> bool:
+        return self.out.overflow or self.err.overflow
+
+    def said_done(self) -> dict | None:
+        """The exit the job reported on its "done" pipe, as an exit message (None: not yet)."""
+        raw = bytes(self.done.data)
+        try:
+            d = json.loads(raw[raw.rfind(b"{"):])    # the last message counts
+            if self.done.overflow or d.get("token") != self.token:
+                return None
+            return {"status": (int(d["exit"]) & 0xFF) << 8, "utime": float(d.get("cpu", 0.0)),
+                    "stime": 0.0}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def report_bytes(self) -> bytes | None:
+        if self.report is None:
+            return None
+        return b"" if self.report.overflow else bytes(self.report.data)
 
 
 class Pool:
@@ -566,20 +614,12 @@ class Pool:
         loop = asyncio.get_running_loop()
         ready = await self._take_ready(lim)
         cg = ready.cgroup
-        job = _Job(id=ready.id, limits=lim)
-        want_report = checks_spec is not None
+        job = _Job(ready.id, lim, want_report=checks_spec is not None)
         sup, exit_fut = ready.sup, ready.exit_fut
-        readers: list[int] = []
         started_at = None
-        timed_out = False
-        pipes: dict[str, int] = {}
         try:
             cg.configure(lim)
-            child_fds: list[int] = []
-            for name in ("out", "err", "done") + (("report",) if want_report else ()):
-                r, w = os.pipe2(os.O_CLOEXEC)
-                pipes[name] = r
-                child_fds.append(w)
+            child_fds = job.open_pipes()
             spec_fd = os.memfd_create("job-spec", os.MFD_CLOEXEC)
             child_fds.insert(0, spec_fd)
             try:
@@ -589,43 +629,32 @@ class Pool:
                 os.lseek(spec_fd, 0, os.SEEK_SET)
                 from .zygote import send_msg
                 try:
-                    send_msg(sup, {"op": "job", "report": want_report}, child_fds)
+                    send_msg(sup, {"op": "job", "report": job.report is not None}, child_fds)
                 except OSError as e:
                     raise JobFailed(f"the prepared sandbox went away: {e}") from e
             finally:
                 for fd in child_fds:
                     os.close(fd)
-            for name, fd in pipes.items():
-                os.set_blocking(fd, False)
-                if name in ("out", "err"):
-                    loop.add_reader(fd, self._on_output, fd, job.out if name == "out" else job.err, job)
-                else:
-                    loop.add_reader(fd, self._on_side, fd, job, name)
-                readers.append(fd)
+            for stream in job.streams:
+                loop.add_reader(stream.fd, job.on_readable, stream)
             started_at = time.monotonic()
-
-            waits = {exit_fut, asyncio.ensure_future(job.stop.wait()),
-                     asyncio.ensure_future(job.done_event.wait())}
+            exit_fut.add_done_callback(lambda _: job.end("exit"))
+            timer = loop.call_later(lim.wall_time_s, job.end, "timeout")
             try:
-                done, _ = await asyncio.wait(waits, timeout=lim.wall_time_s,
-                                             return_when=asyncio.FIRST_COMPLETED)
+                reason = await job.ended
             finally:
-                for w in waits:
-                    if w is not exit_fut:
-                        w.cancel()
-            timed_out = not done
+                timer.cancel()
             ended_at = time.monotonic()
             # Whatever happened, nothing of this job survives it.
             cg.kill_all(timeout=0)
             exit_msg = exit_fut.result() if exit_fut.done() else None
-            if exit_msg is not None and not job.done_event.is_set():
+            said_done = job.said_done()
+            if exit_msg is not None and said_done is None:
                 self._raise_setup_error(sup, exit_msg)
-            if exit_msg is None and not job.done_event.is_set() and not job.overflow and not timed_out:
-                raise JobFailed("the job ended without a trace")
-            if exit_msg is None and job.done_event.is_set():
-                # Finished by its own account; a crash after that still
-                # shows if the exit is already in (it usually is not yet).
-                exit_msg = self._done_as_exit(job)
+            if exit_msg is None:
+                # Finished by its own account (a crash after that still shows
+                # if the exit is already in; it usually is not yet), or killed.
+                exit_msg = said_done
             if exit_msg is None:          # timeout / output limit: it was killed
                 try:
                     exit_msg = await asyncio.wait_for(asyncio.shield(exit_fut), 5.0)
@@ -633,21 +662,17 @@ class Pool:
                     raise JobFailed("the job's exit was never reported") from None
         finally:
             sup.close()
-            for fd in readers:
-                loop.remove_reader(fd)
-            for name, fd in pipes.items():
-                if name in ("out", "err"):
-                    self._drain(fd, job.out if name == "out" else job.err, job)
-                else:
-                    self._drain_side(fd, job, name)
-                os.close(fd)
+            for stream in job.streams:
+                if not stream.eof:
+                    loop.remove_reader(stream.fd)
+                stream.pump(None)     # the writers are gone (killed): what is left in the pipe
+                stream.close()
             if not exit_fut.done():
                 exit_fut.add_done_callback(lambda f: f.cancelled() or f.exception())
             self._recycle(cg)
         duration_ms = (ended_at - started_at) * 1000.0 if started_at else 0.0
         self.jobs_done += 1
-        return self._result(job, exit_msg, timed_out, duration_ms, cg), \
-            (bytes(job.report) if want_report else None)
+        return self._result(job, exit_msg, reason == "timeout", duration_ms, cg), job.report_bytes()
 
     @staticmethod
     def _raise_setup_error(sup: socket.socket, exit_msg: dict) -> None:
@@ -658,61 +683,6 @@ class Pool:
             return
         if data.startswith(b'{"error"'):
             raise JobFailed(f"job setup failed: {data[:300].decode('utf-8', 'replace')}")
-
-    @staticmethod
-    def _done_as_exit(job: "_Job") -> dict:
-        raw = bytes(job.done)
-        try:
-            d = json.loads(raw[raw.rfind(b"{"):])    # the last message counts
-            if d.get("token") != job.token:
-                raise ValueError("not our done message")
-            code = int(d["exit"]) & 0xFF
-            cpu = float(d.get("cpu", 0.0))
-        except (ValueError, KeyError, TypeError):
-            code, cpu = 1, 0.0
-        return {"status": code << 8, "utime": cpu, "stime": 0.0}
-
-    def _on_side(self, fd: int, job: "_Job", name: str) -> None:
-        buf = job.done if name == "done" else job.report
-        cap = 4096 if name == "done" else grading.MAX_REPORT
-        while True:
-            try:
-                data = os.read(fd, 65536)
-            except BlockingIOError:
-                return
-            except OSError:
-                data = b""
-            if not data:
-                asyncio.get_running_loop().remove_reader(fd)
-                if name == "done" and job.token.encode() in buf[-200:]:
-                    job.done_event.set()
-                return
-            buf += data
-            if len(buf) > cap:
-                buf.clear()
-                buf += b"!"            # oversized: never a valid done/report
-            if name == "done" and buf.endswith(b"}") and job.token.encode() in buf[-200:]:
-                job.done_event.set()
-
-    def _drain_side(self, fd: int, job: "_Job", name: str) -> None:
-        buf = job.done if name == "done" else job.report
-        cap = 4096 if name == "done" else grading.MAX_REPORT
-        while True:
-            try:
-                data = os.read(fd, 65536)
-            except (BlockingIOError, OSError):
-                return
-            if not data:
-                return
-            buf += data
-            if len(buf) > cap:
-                buf.clear()
-                buf += b"!"
-                return
-
-    def _zygote_forget(self, jid: str) -> None:
-        if self.zygote is not None:
-            self.zygote.forget("exit", jid)
 
     async def _recv_creds(self, sup: socket.socket) -> tuple[bytes, int | None, int | None]:
         deadline = time.monotonic() + SETUP_TIMEOUT_S
@@ -731,52 +701,10 @@ class Pool:
             pid = uid = None
             for level, kind, cdata in anc:
                 if level == socket.SOL_SOCKET and kind == sandbox.SCM_CREDENTIALS and len(cdata) >= 12:
-                    import struct
                     pid, uid, _gid = struct.unpack("=iII", cdata[:12])
             if data == b"hello" and pid is None:
                 return data, None, None
             return data, pid, uid
-
-    def _on_output(self, fd: int, buf: bytearray, job: _Job) -> None:
-        limit = job.limits.output_bytes
-        while True:
-            try:
-                data = os.read(fd, 65536)
-            except BlockingIOError:
-                return
-            except OSError:
-                data = b""
-            if not data:
-                asyncio.get_running_loop().remove_reader(fd)
-                return
-            room = limit - job.total
-            if len(data) > room:
-                buf += data[:max(room, 0)]
-                job.total = limit
-                job.overflow = True
-                job.stop.set()
-                asyncio.get_running_loop().remove_reader(fd)
-                return
-            buf += data
-            job.total += len(data)
-
-    def _drain(self, fd: int, buf: bytearray, job: _Job) -> None:
-        # Writers are gone (cgroup killed); take what is left, up to the limit.
-        while not job.overflow:
-            try:
-                data = os.read(fd, 65536)
-            except (BlockingIOError, OSError):
-                return
-            if not data:
-                return
-            room = job.limits.output_bytes - job.total
-            if len(data) > room:
-                buf += data[:max(room, 0)]
-                job.total = job.limits.output_bytes
-                job.overflow = True
-                return
-            buf += data
-            job.total += len(data)
 
     @staticmethod
     def _result(job: _Job, exit_msg: dict, timed_out: bool, duration_ms: float,
@@ -788,9 +716,9 @@ class Pool:
             sig = os.WTERMSIG(status_word)
         elif os.WIFEXITED(status_word):
             exit_code = os.WEXITSTATUS(status_word)
-        stderr = job.err.decode("utf-8", "replace")
+        stderr = job.err.data.decode("utf-8", "replace")
         lim = job.limits
-        if job.overflow:
+        if job.truncated:
             status = "output_limit"
         elif timed_out:
             status = "timeout"
@@ -806,9 +734,9 @@ class Pool:
             status = "memory_limit" if any(m in tail[0] for m in MEMORY_ERROR_MARKERS) else "error"
         else:
             status = "ok"
-        return RunResult(status=status, stdout=job.out.decode("utf-8", "replace"), stderr=stderr,
+        return RunResult(status=status, stdout=job.out.data.decode("utf-8", "replace"), stderr=stderr,
                          exit_code=exit_code, signal=sig, duration_ms=round(duration_ms, 3),
-                         truncated=job.overflow, cpu_time_ms=round(cpu_s * 1000.0, 3))
+                         truncated=job.truncated, cpu_time_ms=round(cpu_s * 1000.0, 3))
 
     # --- proving the isolation -----------------------------------------------
     async def self_check(self) -> None:

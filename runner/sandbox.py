@@ -67,7 +67,6 @@ MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 
 PR_SET_PDEATHSIG = 1
-PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
 PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
@@ -235,11 +234,9 @@ def sandbox_env() -> dict[str, str]:
         "MKL_NUM_THREADS": "1",
         "OPENBLAS_NUM_THREADS": "1",
         "NUMEXPR_NUM_THREADS": "1",
-        # Every allocation through glibc malloc, backed by transparent huge
-        # pages: fork() then copies a few hundred PMD entries instead of
-        # ~35,000 PTEs, which takes a warm fork from ~9 ms to ~1.5 ms.
+        # Every allocation on glibc's heap, one contiguous range that the
+        # zygote remaps as huge pages after warm-up (hugepages.py).
         "PYTHONMALLOC": "malloc",
-        "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONNOUSERSITE": "1",
     }
@@ -422,17 +419,29 @@ class _CapData(ctypes.Structure):
 
 
 _CAPS: tuple | None = None
+_BOUNDING: tuple[int, ...] | None = None   # capabilities in the zygote's bounding set
+
+
+def bounding_set(status: str) -> tuple[int, ...]:
+    """The capability numbers in CapBnd of a /proc/PID/status text (pure)."""
+    line = next(ln for ln in status.splitlines() if ln.startswith("CapBnd:"))
+    mask = int(line.split()[1], 16)
+    return tuple(cap for cap in range(64) if mask >> cap & 1)
 
 
 def prepare_job_primitives() -> None:
-    """Build the ctypes objects jobs use, once, in the zygote (not per job)."""
-    global _CAPS
+    """Build what jobs use, once, in the zygote (not per job)."""
+    global _CAPS, _BOUNDING
     _CAPS = (_CapHeader(0x20080522, 0), (_CapData * 2)())   # _LINUX_CAPABILITY_VERSION_3
+    # The bounding set as bwrap left it (two capabilities): jobs drop those,
+    # not all 64 numbers one by one.
+    with open("/proc/self/status") as f:
+        _BOUNDING = bounding_set(f.read())
 
 
 def drop_capabilities() -> None:
     """Empty bounding, ambient, effective, permitted and inheritable sets."""
-    for cap in range(64):
+    for cap in _BOUNDING if _BOUNDING is not None else range(64):
         if prctl(PR_CAPBSET_DROP, cap) != 0:
             err = ctypes.get_errno()
             if err == errno.EINVAL:    # past the last capability this kernel knows

@@ -13,14 +13,20 @@ that before every fork.
 Process tree inside the sandbox, per job::
 
     bwrap init (pid 1)
-    ├── zygote (this module; torch imported)       ─ forks G for each job
-    │     └── G: the learner's process, pid 2 of the job's own pid namespace
-    └── nsforge (forked *before* torch: small)     ─ makes each job's pid ns
-          └── I: that namespace's init (pid 1), reaps orphans, nothing else
+    └── zygote (this module; torch imported)       ─ forks G for each job
+          ├── G: the learner's process, pid 2 of the job's own pid namespace
+          └── nsforge (forked *before* torch: small) ─ makes each job's pid ns
+                └── I: that namespace's init (pid 1; nsinit.py), nothing else
 
-A pid namespace is entered by setns() on its init's /proc/PID/ns/pid, so the
-only large fork per job is the zygote's fork of G (~1.5 ms with huge pages,
-see sandbox_env()).  The learner is pid 2, so signals behave normally.
+nsforge is pid 1 of a pid namespace of its own (made in the sandbox's user
+namespace, so it may step back into it after each unshare; bwrap's belongs
+to an outer one).  Per job it unshares a new pid namespace, starts the init
+in it with posix_spawn() (vfork + exec of a tiny static program: nothing of
+its memory is copied) and hands the zygote that namespace and a pidfd of the
+init.  The zygote setns()es into it and forks G, which becomes pid 2, so
+the only large fork per job is the zygote's fork of G (~1.5 ms with huge
+pages, see hugepages.py).  The learner is not pid 1, so signals behave
+normally.
 
 Messages on the control socket (JSON):
 
@@ -42,6 +48,7 @@ is reported there as {"error": MSG} instead).
 
 from __future__ import annotations
 
+import _signal
 import array
 import builtins
 import ctypes
@@ -61,7 +68,7 @@ import threading
 import traceback
 import types
 
-from . import grading, hugepages, sandbox, seccomp
+from . import grading, hugepages, nsinit, sandbox, seccomp
 from .limits import Limits
 
 SNIPPET = "<snippet>"
@@ -97,8 +104,8 @@ _pythonapi = ctypes.pythonapi
 
 
 def _raw_clone(flags: int) -> int:
-    """fork() with namespace flags.  Only used by nsforge, a small process;
-    Python's own before/after-fork hooks run as for os.fork()."""
+    """fork() with namespace flags (how nsforge is born); Python's own
+    before/after-fork hooks run as for os.fork()."""
     _pythonapi.PyOS_BeforeFork()
     pid = sandbox._libc.syscall(seccomp.SYSCALLS[seccomp.host_arch()]["clone"],
                                 ctypes.c_ulong(flags | signal.SIGCHLD), 0, 0, 0, 0)
@@ -112,28 +119,13 @@ def _raw_clone(flags: int) -> int:
     return pid
 
 
-def _init_main(gate: int) -> None:
-    """pid 1 of a job's namespace: reap orphans until killed."""
-    try:
-        os.read(gate, 1)            # nsforge has opened our pid namespace
-        os.closerange(0, 4096)
-        sandbox.drop_capabilities()
-        # Not dumpable: the learner (same uid) cannot open /proc/1/mem.
-        sandbox.prctl(sandbox.PR_SET_DUMPABLE, 0)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        while True:
-            try:
-                os.wait()
-            except ChildProcessError:
-                signal.pause()
-            except InterruptedError:
-                pass
-    finally:
-        os._exit(0)
-
-
-def _nsforge_main(sock: socket.socket) -> None:
+def _nsforge_main(sock: socket.socket, init_fd: int) -> None:
+    """Per request on ``sock``: a new pid namespace and its init, as [nsfd, pidfd]."""
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)    # the kernel reaps our inits
+    # Ambient capabilities would survive the inits' execve(): they get none.
+    sandbox.prctl(sandbox.PR_CAP_AMBIENT, sandbox.PR_CAP_AMBIENT_CLEAR_ALL)
+    init = f"/proc/self/fd/{init_fd}"
+    own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     while True:
         try:
             req = sock.recv(16)
@@ -141,31 +133,26 @@ def _nsforge_main(sock: socket.socket) -> None:
             continue
         if not req:
             os._exit(0)
-        gate_r, gate_w = os.pipe()
+        pid = None
+        fds: list[int] = []
         try:
-            pid = _raw_clone(sandbox.CLONE_NEWPID)
+            sandbox.unshare(sandbox.CLONE_NEWPID)     # our next child is pid 1 of a new one
+            try:
+                pid = os.posix_spawn(init, ["init"], {})
+                # Opened through ourselves: the init is not dumpable, so its
+                # own /proc/PID/ns is closed to us.
+                fds.append(os.open("/proc/self/ns/pid_for_children", os.O_RDONLY | os.O_CLOEXEC))
+            finally:
+                sandbox.setns(own, sandbox.CLONE_NEWPID)
+            fds.append(os.pidfd_open(pid))
+            send_msg(sock, {}, fds)
         except OSError as e:
-            os.close(gate_r)
-            os.close(gate_w)
+            if pid is not None:
+                os.kill(pid, signal.SIGKILL)
             sock.send(json.dumps({"error": str(e)}).encode())
-            continue
-        if pid == 0:
-            os.close(gate_w)
-            sock.close()
-            _init_main(gate_r)
-        os.close(gate_r)
-        try:
-            nsfd = os.open(f"/proc/{pid}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
-        except OSError as e:
-            os.close(gate_w)
-            sock.send(json.dumps({"error": str(e)}).encode())
-            continue
-        try:
-            send_msg(sock, {"pid": pid}, [nsfd])
         finally:
-            os.close(nsfd)
-            os.write(gate_w, b"g")
-            os.close(gate_w)
+            for fd in fds:
+                os.close(fd)
 
 
 # --- the learner's process -------------------------------------------------
@@ -270,12 +257,14 @@ def _job_main(sup_fd: int, keep: set[int], tmpfs_bytes: int) -> None:
                 os.close(fd)
             except OSError:
                 pass
+        sup = socket.socket(fileno=sup_fd)    # first: a failure below is reported on it
         signal.set_wakeup_fd(-1)
+        # _signal.signal, not signal.signal: the latter's enum conversions are
+        # code no job runs otherwise, ~0.2 ms of first-touch page faults each.
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP,
                     signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        sup = socket.socket(fileno=sup_fd)
+            _signal.signal(sig, _signal.SIG_DFL)
+        _signal.signal(signal.SIGINT, signal.default_int_handler)
         sandbox.enter_job(Limits(tmpfs_bytes=tmpfs_bytes))
         sandbox.send_credentials(sup)
 
@@ -389,18 +378,23 @@ def main(ctl_fd: int) -> None:
     ctl = socket.socket(fileno=ctl_fd)
     _JOB_FILTER = seccomp.Prepared(seccomp.job_filter())
 
+    init_fd = nsinit.executable()
     forge_a, forge_b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    forge_pid = os.fork()          # before torch: nsforge stays small and cheap to fork
+    forge_pid = _raw_clone(sandbox.CLONE_NEWPID)   # before torch: nsforge stays small
     if forge_pid == 0:
         ctl.close()
         forge_a.close()
         try:
-            _nsforge_main(forge_b)
+            _nsforge_main(forge_b, init_fd)
         finally:
             os._exit(0)
     forge_b.close()
+    os.close(init_fd)
 
     version = _warm_up()
+    # We fork only while single-threaded, so no logging handler's lock can be
+    # held then: re-making each one (torch has ~40) in every job is wasted.
+    getattr(sys.modules.get("logging"), "_at_fork_reinit_lock_weakset", set()).clear()
     gc.collect()
     gc.freeze()                    # jobs do not copy-on-write the heap just by collecting
     hugepages.collapse()           # last: fork then copies ~70 PMDs, not ~36,000 PTEs
@@ -412,7 +406,7 @@ def main(ctl_fd: int) -> None:
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     keep = {ctl.fileno(), forge_a.fileno(), wake_r, wake_w}
-    jobs: dict[int, tuple[str, int]] = {}   # G pid -> (job id, its init's pid)
+    jobs: dict[int, tuple[str, int]] = {}   # G pid -> (job id, a pidfd of its init)
     send_msg(ctl, {"op": "ready", "torch": version, "pid": os.getpid()})
 
     while True:
@@ -455,20 +449,23 @@ def _spawn(ctl, forge, msg, fds, jobs, keep) -> None:
             raise RuntimeError("zygote is no longer single-threaded; refusing to fork")
         forge.send(b"n")
         reply, nsfds = recv_msg(forge)
-        if reply is None or "error" in reply or len(nsfds) != 1:
+        if reply is None or "error" in reply or len(nsfds) != 2:
             for fd in nsfds:
                 os.close(fd)
             raise RuntimeError(f"nsforge: {reply and reply.get('error')}")
-        init_pid = reply["pid"]
-        nsfd = nsfds[0]
+        nsfd, init = nsfds
         try:
             sandbox.setns(nsfd, sandbox.CLONE_NEWPID)   # our next child is born in it
+            pid = os.fork()
+        except BaseException:
+            signal.pidfd_send_signal(init, signal.SIGKILL)
+            os.close(init)
+            raise
         finally:
             os.close(nsfd)
-        pid = os.fork()
         if pid == 0:
             _job_main(fds[0], keep, int(msg.get("tmpfs_bytes") or _DEFAULT_LIMITS.tmpfs_bytes))
-        jobs[pid] = (job, init_pid)
+        jobs[pid] = (job, init)
         send_msg(ctl, {"op": "spawned", "job": job})
     except Exception as e:  # noqa: BLE001
         send_msg(ctl, {"op": "spawn_failed", "job": job, "error": f"{type(e).__name__}: {e}"})
@@ -493,10 +490,11 @@ def _reap(ctl, jobs) -> None:
         entry = jobs.pop(pid, None)
         if entry is None:
             continue
-        job, init_pid = entry
+        job, init = entry
         try:
-            os.kill(init_pid, signal.SIGKILL)   # ends the job's pid namespace
+            signal.pidfd_send_signal(init, signal.SIGKILL)   # ends the job's pid namespace
         except ProcessLookupError:
             pass
+        os.close(init)
         send_msg(ctl, {"op": "exit", "job": job, "status": status, "utime": ru.ru_utime,
                        "stime": ru.ru_stime, "maxrss_kb": ru.ru_maxrss})

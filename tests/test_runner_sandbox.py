@@ -80,3 +80,8 @@ def test_python_binds_are_real_dirs():
     binds = sandbox.python_binds(sandbox.SandboxConfig().python)
     assert binds and all(os.path.isdir(b) for b in binds)
     assert len(set(binds)) == len(binds)
+
+
+def test_bounding_set_lists_the_capabilities_jobs_must_drop():
+    status = "Name:\tpython\nCapInh:\t0000000000000000\nCapBnd:\t0000000000200100\nCapAmb:\t0\n"
+    assert sandbox.bounding_set(status) == (8, 21)     # CAP_SETPCAP, CAP_SYS_ADMIN
