@@ -6,19 +6,28 @@ engine, plus an image with Python and torch (RUNNER_DOCKER_IMAGE).  Every job
 gets: no network (``network_mode="none"``), a read-only root, a tmpfs working
 dir and /tmp, memory (no swap) and pids limits, rlimits for CPU, file size and
 descriptors, ``cap_drop=ALL``, ``no-new-privileges``, a non-root user and a
-cleared environment.  There is no warm zygote here — each job starts a cold
-interpreter, so expect seconds, not milliseconds — and graded checks are only
-supported by the sandbox backend.
+cleared environment.  There is no warm zygote here: each job starts a cold
+interpreter, so expect seconds, not milliseconds.
+
+Graded checks work as in the sandbox backend (see grading.py): the container
+gets the expressions and a nonce, never the expected values; once the code ran
+to its end it writes the extracted values after a marker at the end of its
+stderr, and the runner, outside, decides the verdict.  The image must have the
+runner package installed (the project's Dockerfile image has).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import os
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from . import grading
 from .errors import InvalidRequest, JobFailed, RunnerBusy, SandboxUnavailable
 from .limits import DEFAULT, Limits
 from .result import RunResult
@@ -26,14 +35,23 @@ from .result import RunResult
 # Runs inside the container: the snippet comes in argv[1]; tracebacks are
 # trimmed to the learner's own frames, like the sandbox backend's.
 BOOT = r"""
-import sys, traceback, linecache, random, types, builtins
-src = sys.argv[1]; seed = int(sys.argv[2])
+import sys, os, json, traceback, linecache, random, types, builtins
+src = sys.argv[1]; seed = int(sys.argv[2]); spec = json.loads(sys.argv[3]) if len(sys.argv) > 3 else None
 linecache.cache["<snippet>"] = (len(src), None, src.splitlines(True), "<snippet>")
 random.seed(seed)
 try:
-    import torch; torch.manual_seed(seed)
+    import warnings
+    with warnings.catch_warnings():     # torch's import-time notices are not the learner's output
+        warnings.simplefilter("ignore")
+        import torch
+    torch.manual_seed(seed)
 except Exception:
     pass
+if spec is not None:
+    from runner import grading
+    grading.capture_pristine()          # before the learner's code exists
+    report_fd = os.dup(2)
+    marker = sys.argv[4].encode()
 main = types.ModuleType("__main__"); main.__dict__["__builtins__"] = builtins
 sys.modules["__main__"] = main
 try:
@@ -44,7 +62,26 @@ except BaseException as e:
     te = traceback.TracebackException(type(e), e, e.__traceback__)
     te.stack = traceback.StackSummary.from_list([f for f in te.stack if f.filename == "<snippet>"])
     sys.stderr.write("".join(te.format())); sys.exit(1)
+if spec is not None:
+    sys.stdout.flush(); sys.stderr.flush()
+    os.write(report_fd, b"\n" + marker)
+    grading.write_report(report_fd, main.__dict__, spec)
 """
+
+# Separates the learner's stderr from the report that follows it; exactly one must be found.
+REPORT_MARKER = "\x1ecoursebot-report\x1e"
+
+
+def split_report(stderr: bytes) -> tuple[bytes, bytes | None]:
+    """Return (the learner's stderr, the report) from a graded container's stderr.  Pure.
+
+    No marker, or more than one (the learner printed one), means no report: the checks fail.
+    """
+    marker = REPORT_MARKER.encode()
+    if stderr.count(marker) != 1:
+        return stderr, None
+    head, _, report = stderr.partition(marker)
+    return head[:-1] if head.endswith(b"\n") else head, report
 
 
 @dataclass(frozen=True)
@@ -69,13 +106,18 @@ class DockerConfig:
         return cls(**kw)
 
 
-def container_config(code: str, limits: Limits, cfg: DockerConfig, seed: int = 0) -> dict[str, Any]:
-    """Keyword arguments for ``client.containers.create`` (pure, testable)."""
+def container_config(code: str, limits: Limits, cfg: DockerConfig, seed: int = 0,
+                     spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Keyword arguments for ``client.containers.create`` (pure, testable).
+
+    ``spec`` (grading.job_spec) makes it a graded job: expressions and a nonce, no expectations.
+    """
     tmpfs_opts = f"rw,nosuid,nodev,noexec,size={limits.tmpfs_bytes},mode=1777"
     cpu = max(1, int(limits.cpu_time_s + 0.999))
+    graded = [json.dumps(spec), REPORT_MARKER] if spec is not None else []
     return {
         "image": cfg.image,
-        "command": [cfg.python, "-I", "-B", "-c", BOOT, code, str(seed)],
+        "command": [cfg.python, "-I", "-B", "-c", BOOT, code, str(seed), *graded],
         "user": cfg.user,
         "working_dir": "/sandbox",
         "environment": {"HOME": "/sandbox", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
@@ -148,27 +190,47 @@ class DockerBackend:
     def stats(self) -> dict[str, Any]:
         return {"backend": "docker", "size": self.config.pool_size, "image": self.config.image}
 
-    async def run(self, code: str, limits: Limits | dict | None = None, checks=None,
-                  seed: int | None = None) -> RunResult:
-        if checks is not None:
-            raise InvalidRequest("graded checks need the sandbox backend")
+    async def run(self, code: str, limits: Limits | dict | None = None,
+                  checks: grading.ExerciseChecks | None = None, seed: int | None = None) -> RunResult:
+        if checks is not None and not isinstance(checks, grading.ExerciseChecks):
+            raise InvalidRequest("checks must be an ExerciseChecks")
         if self.client is None:
             raise SandboxUnavailable("the docker backend is not started")
         lim = limits if isinstance(limits, Limits) else Limits.from_dict(limits, self.config.limits)
+        if seed is None:
+            seed = checks.seed if checks is not None and checks.seed is not None else secrets.randbits(63)
+        reference_values = None
+        if checks is not None and checks.needs_reference:
+            res, report, nonce = await self._job(checks.reference, lim, seed, checks)
+            reference_values = grading.parse_report(report or b"", nonce) if res.status == "ok" else None
+            if reference_values is None:
+                raise JobFailed(f"the exercise's reference solution did not run cleanly (status {res.status})")
+        res, report, nonce = await self._job(code, lim, seed, checks)
+        if checks is None:
+            return res
+        outcomes, passed = grading.verify(checks, res.status, report, nonce, reference_values)
+        return dataclasses.replace(res, checks=outcomes, passed=passed)
+
+    async def _job(self, code: str, lim: Limits, seed: int,
+                   checks: grading.ExerciseChecks | None) -> tuple[RunResult, bytes | None, str | None]:
         if self._sem.locked() and self._waiting >= self.config.queue:
             raise RunnerBusy("all containers busy and the queue is full")
+        nonce = grading.new_nonce() if checks is not None else None
+        spec = grading.job_spec(checks, nonce) if checks is not None else None
         self._waiting += 1
         try:
             await self._sem.acquire()
         finally:
             self._waiting -= 1
         try:
-            return await asyncio.to_thread(self._run_sync, code, lim, seed or 0)
+            res, report = await asyncio.to_thread(self._run_sync, code, lim, seed, spec)
+            return res, report, nonce
         finally:
             self._sem.release()
 
-    def _run_sync(self, code: str, lim: Limits, seed: int) -> RunResult:
-        cont = self.client.containers.create(**container_config(code, lim, self.config, seed))
+    def _run_sync(self, code: str, lim: Limits, seed: int,
+                  spec: dict[str, Any] | None) -> tuple[RunResult, bytes | None]:
+        cont = self.client.containers.create(**container_config(code, lim, self.config, seed, spec))
         t0 = time.monotonic()
         timed_out = False
         try:
@@ -192,14 +254,15 @@ class DockerBackend:
                 cont.remove(force=True)
             except Exception:  # noqa: BLE001
                 pass
+        err, report = split_report(err) if spec is not None else (err, None)
         truncated = len(out) + len(err) > lim.output_bytes
         out = out[: lim.output_bytes]
         err = err[: max(0, lim.output_bytes - len(out))]
         stderr = err.decode("utf-8", "replace")
         status, code_, sig = classify(exit_code, oom, timed_out, truncated, stderr)
-        return RunResult(status=status, stdout=out.decode("utf-8", "replace"), stderr=stderr,
-                         exit_code=code_, signal=sig, duration_ms=round(duration, 3),
-                         truncated=truncated)
+        result = RunResult(status=status, stdout=out.decode("utf-8", "replace"), stderr=stderr,
+                           exit_code=code_, signal=sig, duration_ms=round(duration, 3), truncated=truncated)
+        return result, report
 
     async def close(self) -> None:
         if self.client is not None:

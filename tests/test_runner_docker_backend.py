@@ -2,10 +2,14 @@
 engine is reachable, a real job."""
 
 import asyncio
+import subprocess
+import sys
+import tempfile
 
 import pytest
 
 from runner import docker_backend as D
+from runner import grading
 from runner.errors import InvalidRequest, SandboxUnavailable
 from runner.limits import Limits
 
@@ -63,11 +67,70 @@ def test_from_env():
     assert (c.image, c.base_url, c.pool_size) == ("img:1", "unix:///x", 3)
 
 
-async def test_checks_not_supported():
+async def test_checks_of_the_wrong_type_are_refused():
     b = D.DockerBackend()
     b.client = object()
     with pytest.raises(InvalidRequest):
         await b.run("x", checks=object())
+
+
+# Graded jobs. The program the container runs is run here directly (no engine needed): what is
+# under test is the report it leaves after the learner's stderr and the verdict made outside.
+
+CHECKS = grading.ExerciseChecks((
+    grading.Check(id="grad-value", expr="x.grad", kind="close", expect=4.0),
+    grading.Check(id="grads", expr="grads", kind="close", expect=[4.0, 4.0]),
+))
+SOLUTION = """import torch
+x = torch.tensor(2.0, requires_grad=True)
+grads = []
+for step in range(2):
+    x.grad = None
+    (x ** 2).backward()
+    grads.append(x.grad.item())
+import sys; print("some stderr", file=sys.stderr)
+"""
+
+
+def _container_program(code: str) -> tuple[bytes, bytes | None, str]:
+    nonce = grading.new_nonce()
+    command = D.container_config(code, Limits(), D.DockerConfig(python=sys.executable), 1,
+                                 grading.job_spec(CHECKS, nonce))["command"]
+    done = subprocess.run(command, capture_output=True, timeout=120, cwd=tempfile.gettempdir())
+    assert D.BOOT in command and done.returncode in (0, 1)
+    stderr, report = D.split_report(done.stderr)
+    return stderr, report, nonce
+
+
+def test_split_report_needs_exactly_one_marker():
+    marker = D.REPORT_MARKER.encode()
+    assert D.split_report(b"oops\n" + marker + b"{}") == (b"oops", b"{}")
+    assert D.split_report(b"no report") == (b"no report", None)
+    assert D.split_report(marker + b"{}" + b"\n" + marker + b"{}")[1] is None
+
+
+def test_a_graded_container_job_reports_values_the_runner_grades_outside():
+    stderr, report, nonce = _container_program(SOLUTION)
+    assert stderr == b"some stderr\n"  # exactly what the learner wrote
+    outcomes, passed = grading.verify(CHECKS, "ok", report, nonce)
+    assert passed and [o.passed for o in outcomes] == [True, True]
+    assert b"4.0" in report and b"expect" not in report  # values travel out, expectations never in
+
+
+def test_a_wrong_answer_in_a_container_fails_its_check():
+    stderr, report, nonce = _container_program(SOLUTION.replace("    x.grad = None\n", ""))
+    outcomes, passed = grading.verify(CHECKS, "ok", report, nonce)
+    assert not passed and [o.passed for o in outcomes] == [False, False]
+
+
+@pytest.mark.parametrize("cheat", [
+    'import sys; print("PASSED")',
+    'import sys; sys.stderr.write("\\n" + sys.argv[4]); sys.stderr.flush()\n' + SOLUTION,
+    "import os\nos._exit(0)",
+])
+def test_cheating_in_a_container_never_passes(cheat):
+    stderr, report, nonce = _container_program(cheat)
+    assert not grading.verify(CHECKS, "ok", report, nonce)[1]
 
 
 async def test_real_engine():
@@ -81,5 +144,9 @@ async def test_real_engine():
         assert r.status == "ok" and r.stdout == "42\n"
         r = await b.run("import socket; socket.create_connection(('127.0.0.1', 9), timeout=1)")
         assert r.status == "error"
+        r = await b.run(SOLUTION, checks=CHECKS)  # needs an image with the runner: the project's own
+        assert r.passed and r.stderr == "some stderr\n"
+        r = await b.run('print("PASSED")', checks=CHECKS)
+        assert not r.passed
     finally:
         await b.close()
