@@ -159,6 +159,7 @@ def capture_pristine() -> None:
         is_complex=B.is_complex, cpu=B.cpu,
         g_grad=B.__dict__["grad"].__get__, g_rg=B.__dict__["requires_grad"].__get__,
         g_leaf=B.__dict__["is_leaf"].__get__, g_fn=B.__dict__["grad_fn"].__get__,
+        g_retains=B.__dict__["retains_grad"].__get__,
         g_shape=B.__dict__["shape"].__get__, g_dtype=B.__dict__["dtype"].__get__,
         no_tf=torch._C.DisableTorchFunction,
         tf_modes=getattr(torch._C, "_len_torch_function_stack", lambda: 0),
@@ -181,7 +182,9 @@ def _tensor(t: Any, depth: int) -> dict[str, Any]:
         out["too_large"] = n > MAX_ELEMENTS
     else:
         out["data"] = P["tolist"](P["cpu"](P["detach"](t)))
-    g = P["g_grad"](t)
+    # A non-leaf's .grad is None unless retained; reading it anyway prints a UserWarning
+    # into the learner's output that their code never caused.
+    g = P["g_grad"](t) if out["is_leaf"] or P["g_retains"](t) else None
     out["grad"] = None if g is None or depth > 1 else _value(g, depth + 1)
     return {"__tensor__": out}
 
@@ -330,12 +333,51 @@ def _summary(v: Any, limit: int = 80) -> str:
         return f"<{v['__object__']}>"
     d = _data(v)
     if isinstance(v, dict) and "__tensor__" in v:
-        t = v["__tensor__"]
-        s = f"tensor({json.dumps(d)}, dtype={t.get('dtype')})" if d is not None else \
-            f"tensor(shape={t.get('shape')}, dtype={t.get('dtype')})"
+        s = _tensor_repr(v["__tensor__"], d)
     else:
         s = json.dumps(d)
     return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+# Dtypes torch's repr leaves unsaid: the defaults for floats, ints and bools.
+_IMPLIED_DTYPES = ("float32", "int64", "bool")
+
+
+def _tensor_repr(t: Mapping[str, Any], data: Any) -> str:
+    """A tensor as torch prints it, which is what learners read: tensor([4., 8.], requires_grad=True)."""
+    dtype = str(t.get("dtype"))
+    if data is None:
+        body = f"size={t.get('shape')}"
+    else:
+        flat = list(_flatten(data))
+        floating = dtype.startswith(("float", "bfloat", "complex"))
+        integral = all(isinstance(x, (int, float)) and math.isfinite(x) and float(x).is_integer() for x in flat)
+
+        def number(x: Any) -> str:
+            if isinstance(x, bool) or not floating:
+                return str(x)
+            if not math.isfinite(x):
+                return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+            return f"{int(x)}." if integral else f"{x:.4f}"
+
+        def nested(d: Any) -> str:
+            return "[" + ", ".join(nested(x) for x in d) + "]" if isinstance(d, list) else number(d)
+
+        body = nested(data)
+    extras = [] if dtype in _IMPLIED_DTYPES else [f"dtype=torch.{dtype}"]
+    if t.get("grad_fn"):
+        extras.append(f"grad_fn=<{t['grad_fn']}>")
+    elif t.get("requires_grad"):
+        extras.append("requires_grad=True")
+    return "tensor(" + ", ".join([body, *extras]) + ")"
+
+
+def _flatten(d: Any):
+    if isinstance(d, list):
+        for x in d:
+            yield from _flatten(x)
+    else:
+        yield d
 
 
 def compare(check: Check, got: Any, expected: Any) -> tuple[bool, str, dict[str, Any]]:

@@ -132,3 +132,29 @@ def test_round_trip_dict():
 
 def test_nonces_are_unique():
     assert len({G.new_nonce() for _ in range(100)}) == 100
+
+
+def _t(data, dtype="float32", **extra):
+    return {"__tensor__": {"shape": [], "dtype": dtype, "requires_grad": False, "is_leaf": True, "grad_fn": None,
+                           "data": data, "grad": None, **extra}}
+
+
+@pytest.mark.parametrize("value, shown", [
+    (_t(8.0), "tensor(8.)"),
+    (_t(-4.0), "tensor(-4.)"),
+    (_t([4.0, 8.0]), "tensor([4., 8.])"),
+    (_t([0.5, 1.25]), "tensor([0.5000, 1.2500])"),
+    (_t([[1.0, 2.0], [3.0, 4.0]]), "tensor([[1., 2.], [3., 4.]])"),
+    (_t(2.0, requires_grad=True), "tensor(2., requires_grad=True)"),
+    (_t(6.0, requires_grad=True, is_leaf=False, grad_fn="MulBackward0"), "tensor(6., grad_fn=<MulBackward0>)"),
+    (_t([1, 2], dtype="int64"), "tensor([1, 2])"),
+    (_t(3, dtype="int32"), "tensor(3, dtype=torch.int32)"),
+    (_t(1.5, dtype="float64"), "tensor(1.5000, dtype=torch.float64)"),
+    (_t(float("nan")), "tensor(nan)"),
+    (_t(None, shape=[200, 200]), "tensor(size=[200, 200])"),
+    ([4.0, 8.0], "[4.0, 8.0]"),
+])
+def test_a_mismatch_shows_what_the_learner_got_as_torch_prints_it(value, shown):
+    check = G.Check(id="c", expr="x", kind="equal", expect=123)
+    passed, _, params = G.compare(check, value, 123)
+    assert not passed and params["got"] == shown
