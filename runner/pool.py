@@ -184,16 +184,18 @@ class Zygote:
         if fut is not None and not fut.done():
             fut.set_result(msg)
 
+    def _close_ctl(self) -> None:
+        if self.ctl is not None:
+            with contextlib.suppress(Exception):
+                asyncio.get_running_loop().remove_reader(self.ctl.fileno())
+            self.ctl.close()
+            self.ctl = None
+
     def _died(self) -> None:
         if not self.alive:
             return
         self.alive = False
-        loop = asyncio.get_running_loop()
-        if self.ctl is not None:
-            with contextlib.suppress(Exception):
-                loop.remove_reader(self.ctl.fileno())
-            self.ctl.close()
-            self.ctl = None
+        self._close_ctl()
         err = JobFailed(f"the sandboxed zygote died; its stderr: {self.stderr_tail()}")
         if self._ready and not self._ready.done():
             self._ready.set_exception(SandboxUnavailable(
@@ -229,11 +231,7 @@ class Zygote:
 
     async def stop(self) -> None:
         loop = asyncio.get_running_loop()
-        if self.ctl is not None:
-            with contextlib.suppress(Exception):
-                loop.remove_reader(self.ctl.fileno())
-            self.ctl.close()
-            self.ctl = None
+        self._close_ctl()
         self.alive = False
         if self.proc is not None:
             if self.proc.stderr is not None:
