@@ -156,15 +156,20 @@ class ChooseLanguage(CallbackData, prefix="g"):
 
     AUTO: ClassVar[str] = "auto"
 
+    @staticmethod
+    def _field(language: str) -> str:
+        # Callback fields are [a-z0-9-]: pt_BR travels as pt-br.
+        return language.lower().replace("_", "-")
+
     @classmethod
     def of(cls, language: str | None) -> ChooseLanguage:
-        return cls(cls.AUTO if language is None else language.lower().replace("_", "-"))
+        return cls(cls.AUTO if language is None else cls._field(language))
 
     def resolve(self, shipped: list[str]) -> str | None:
         """Return the shipped language this button names (None for 'auto'); raise CallbackDataError if none."""
         if self.language == self.AUTO:
             return None
         for language in shipped:
-            if language.lower().replace("_", "-") == self.language:
+            if self._field(language) == self.language:
                 return language
         raise CallbackDataError(f"no shipped language {self.language!r}")

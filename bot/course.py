@@ -79,7 +79,6 @@ class Translation:
     path: str
     parts: dict[str, int]  # part -> the line it starts at
     stamps: dict[str, str]
-    stamps_line: int = 0  # where the 'sources:' block starts; 0 without one
 
 
 @dataclass(frozen=True)

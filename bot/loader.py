@@ -505,7 +505,7 @@ def _translation(file: _File, top: dict[str, Any], parts: dict[str, int]) -> Tra
             file.problem(line, f"sources: '{key}' is not translated in this file; run `coursebot lint --stamp {file.name}`")
         else:
             stamps[key] = value
-    return Translation(file.name, parts, stamps, node.line if node is not None else 0)
+    return Translation(file.name, parts, stamps)
 
 
 def _read_exercise_translation(file: _File, node: _Map, english: Exercise) -> Exercise:
@@ -542,8 +542,8 @@ def _read_exercise_translation(file: _File, node: _Map, english: Exercise) -> Ex
             continue
         file.markup(item, "fail", check_where)
         wanted = "{got}" in by_id[check_id].fail
-        if ("{got}" in fields["fail"]) != wanted or fields["fail"].replace("{got}", "").count("{") + \
-                fields["fail"].replace("{got}", "").count("}"):
+        others = fields["fail"].replace("{got}", "")
+        if ("{got}" in fields["fail"]) != wanted or "{" in others or "}" in others:
             file.problem(item.key_lines["fail"], f"{check_where}: 'fail' must use {{got}} "
                          + ("once, as the English does, and no other braces" if wanted else "only if the English does: it does not"))
             continue

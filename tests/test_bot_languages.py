@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import pytest
 
-from bot import bidi
+from bot import bidi, render
 from bot.course import Lesson
 from bot.i18n import I18n, _
 from bot.lint import load_valid
@@ -89,8 +89,6 @@ def _english_fragments(lesson: Lesson) -> set[str]:
     exercise = lesson.exercise
     texts += [exercise.title, exercise.instructions, *exercise.hints, *(c.fail for c in exercise.checks)]
     with I18N.use("en"):
-        from bot import render
-
         texts += [line for screen in (render.help_text(), render.language_picker(I18N.languages, None))
                   for line in screen.text.splitlines()]
     fragments = set()
