@@ -93,7 +93,7 @@ class CourseBot:
     def __init__(self, config: Config, content: Content | None = None):
         self.config = config
         self.i18n = I18n(config.locales_dir)
-        self.content = content or load_valid(config.lessons_dir, config.locales_dir)
+        self.content = content or load_valid(config.lessons_dir, self.i18n)
         self.db: Database | None = None
         self.app: Application | None = None
 

@@ -43,7 +43,8 @@ def _lint(args: argparse.Namespace) -> int:
     from bot.lint import lint
 
     config = Config.from_env(require_token=False)
-    content, problems = lint(Path(args.dir), config.locales_dir)
+    i18n = I18n(config.locales_dir)
+    content, problems = lint(Path(args.dir), i18n)
     for problem in problems:
         print(problem)
     if problems:
@@ -55,7 +56,7 @@ def _lint(args: argparse.Namespace) -> int:
     slides = sum(len(lesson.slides) for lesson in lessons)
     questions = sum(len(lesson.quiz) for lesson in lessons)
     print(f"ok: {len(lessons)} lessons, {slides} slides, {questions} questions")
-    languages = sorted((set(content.translations) | set(I18n(config.locales_dir).languages)) - {"en"})
+    languages = sorted((set(content.translations) | set(i18n.languages)) - {"en"})
     reports = [
         translations.coverage(content, language, config.locales_dir / language / "LC_MESSAGES" / "messages.po")
         for language in languages

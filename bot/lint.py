@@ -108,21 +108,24 @@ def _check_question(source) -> list[Problem]:
     return problems
 
 
-def lint(lessons_dir: Path, locales_dir: Path) -> tuple[Content | None, list[Problem]]:
-    """Load and check everything under ``lessons_dir``; return the content and every problem."""
+def lint(lessons_dir: Path, locales: Path | I18n) -> tuple[Content | None, list[Problem]]:
+    """Load and check everything under ``lessons_dir``; return the content and every problem.
+
+    ``locales`` is the catalogs folder, or the catalogs already compiled (the bot has them).
+    """
     content, problems = loader.load(Path(lessons_dir))
     if content is None:
         return None, problems
-    i18n = I18n(locales_dir)
+    i18n = locales if isinstance(locales, I18n) else I18n(locales)
     problems += _check_course(content.english, i18n)
     for course in content.translations.values():
         problems += _check_course(course, i18n)
     return content, problems
 
 
-def load_valid(lessons_dir: Path, locales_dir: Path) -> Content:
+def load_valid(lessons_dir: Path, locales: Path | I18n) -> Content:
     """Return the content if it passes lint; raise ContentError with every problem otherwise."""
-    content, problems = lint(lessons_dir, locales_dir)
+    content, problems = lint(lessons_dir, locales)
     if problems or content is None:
         raise ContentError(problems or [Problem(str(lessons_dir), 1, "no content")])
     return content

@@ -26,8 +26,8 @@ def _buttons(screen: render.Screen) -> str:
 
 def preview(lessons_dir: Path, locales_dir: Path, lesson_ref: str, language: str) -> str:
     """Return the text of every message of one lesson, in ``language``, as the learner sees it."""
-    content = load_valid(lessons_dir, locales_dir)
     i18n = I18n(locales_dir)
+    content = load_valid(lessons_dir, i18n)
     course = content.course(language)
     lesson = next((l for l in course.lessons if lesson_ref in (l.id, str(l.number))), None)
     if lesson is None:
