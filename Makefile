@@ -9,7 +9,7 @@ INSTALLED := $(VENV)/.installed
 POT := locales/messages.pot
 CATALOGS := $(wildcard locales/*/LC_MESSAGES/messages.po)
 
-.PHONY: run test setup catalogs extract update lint bench clean
+.PHONY: run test check setup catalogs extract update lint bench clean
 
 run: setup
 	$(PY) -m bot run
@@ -44,3 +44,9 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) locales/*/LC_MESSAGES/*.mo
+
+# Code checks: ruff (lint and format) and mypy (strict on bot/ and runner/).
+check: $(INSTALLED)
+	$(VENV)/bin/ruff check bot runner tests bench
+	$(VENV)/bin/ruff format --check bot runner tests bench
+	$(VENV)/bin/mypy

@@ -152,8 +152,13 @@ class CpuMeter:
         self.pid = pid
 
     def sample(self) -> tuple[float, float, float, float, float]:
-        return (time.monotonic(), time.process_time(), _cpu_of(f"/proc/{self.pid}/stat"),
-                _cpu_of(f"/proc/{self.pid}/task/{self.pid}/stat"), _machine_busy())
+        return (
+            time.monotonic(),
+            time.process_time(),
+            _cpu_of(f"/proc/{self.pid}/stat"),
+            _cpu_of(f"/proc/{self.pid}/task/{self.pid}/stat"),
+            _machine_busy(),
+        )
 
     @staticmethod
     def usage(start: tuple, end: tuple) -> dict:
@@ -161,8 +166,12 @@ class CpuMeter:
         harness, bot = (end[1] - start[1]) / wall, (end[2] - start[2]) / wall
         # Anything else busy on the machine (other work sharing the cores) makes the figures unreliable.
         other = max(0.0, (end[4] - start[4]) / wall - harness - bot)
-        return {"harness_cpu": round(harness, 3), "bot_cpu": round(bot, 3),
-                "bot_main_thread_cpu": round((end[3] - start[3]) / wall, 3), "other_cpu": round(other, 3)}
+        return {
+            "harness_cpu": round(harness, 3),
+            "bot_cpu": round(bot, 3),
+            "bot_main_thread_cpu": round((end[3] - start[3]) / wall, 3),
+            "other_cpu": round(other, 3),
+        }
 
 
 class LoopLag:
@@ -278,8 +287,9 @@ async def open_course(standin: BotApiStandin, user_ids: list[int]) -> list[Reade
 # -------------------------------------------------------------------------- phases
 
 
-async def saturation(readers: list[Reader], warmup: float, window: float, meter: CpuMeter, lag: LoopLag,
-                     errors: Errors) -> dict:
+async def saturation(
+    readers: list[Reader], warmup: float, window: float, meter: CpuMeter, lag: LoopLag, errors: Errors
+) -> dict:
     """Closed loop: each learner taps as soon as its previous tap's edit arrived."""
     start = time.monotonic()
     t0, t1 = start + warmup, start + warmup + window
@@ -297,7 +307,7 @@ async def saturation(readers: list[Reader], warmup: float, window: float, meter:
                 continue
             try:
                 reacted = await asyncio.wait_for(tap.reacted, REPLY_TIMEOUT)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 errors.add("tap_timeout")
                 continue
             if reader.learner.message(reader.message_id) is message:
@@ -310,12 +320,18 @@ async def saturation(readers: list[Reader], warmup: float, window: float, meter:
         await asyncio.sleep(max(0.0, t1 - time.monotonic()))
         cpu["t1"] = meter.sample()
 
-    await asyncio.wait_for(asyncio.gather(sample_cpu(), *(loop(r) for r in readers)),
-                           warmup + window + REPLY_TIMEOUT + DRAIN_TIMEOUT)
+    await asyncio.wait_for(
+        asyncio.gather(sample_cpu(), *(loop(r) for r in readers)), warmup + window + REPLY_TIMEOUT + DRAIN_TIMEOUT
+    )
     inside = [latency for at, latency in done if t0 <= at < t1]
-    return {"updates_per_s": round(len(inside) / window, 1), "taps_in_window": len(inside),
-            "p50_ms": ms(percentile(inside, 50)), "p99_ms": ms(percentile(inside, 99)),
-            **CpuMeter.usage(cpu["t0"], cpu["t1"]), **lag.between(t0, t1)}
+    return {
+        "updates_per_s": round(len(inside) / window, 1),
+        "taps_in_window": len(inside),
+        "p50_ms": ms(percentile(inside, 50)),
+        "p99_ms": ms(percentile(inside, 99)),
+        **CpuMeter.usage(cpu["t0"], cpu["t1"]),
+        **lag.between(t0, t1),
+    }
 
 
 @dataclass
@@ -327,8 +343,17 @@ class OpenTap:
     overlapped: bool
 
 
-async def realistic(standin: BotApiStandin, readers: list[Reader], warmup: float, window: float,
-                    interval: float, seed: int, meter: CpuMeter, lag: LoopLag, errors: Errors) -> dict:
+async def realistic(
+    standin: BotApiStandin,
+    readers: list[Reader],
+    warmup: float,
+    window: float,
+    interval: float,
+    seed: int,
+    meter: CpuMeter,
+    lag: LoopLag,
+    errors: Errors,
+) -> dict:
     """Open loop: exponential gaps (mean `interval`) per learner, on schedule, whatever came back."""
     standin.clear_calls()
     start = time.monotonic()
@@ -359,14 +384,15 @@ async def realistic(standin: BotApiStandin, readers: list[Reader], warmup: float
         await asyncio.sleep(max(0.0, t1 - time.monotonic()))
         cpu["t1"] = meter.sample()
 
-    await asyncio.wait_for(asyncio.gather(sample_cpu(), *(loop(i, r) for i, r in enumerate(readers))),
-                           warmup + window + 5)
+    await asyncio.wait_for(
+        asyncio.gather(sample_cpu(), *(loop(i, r) for i, r in enumerate(readers))), warmup + window + 5
+    )
     pending = [t.reacted for t in taps if not t.reacted.done()]
     if pending:
         await asyncio.wait(pending, timeout=DRAIN_TIMEOUT)
     try:
         await standin.settle(quiet=0.2, timeout=DRAIN_TIMEOUT)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         errors.add("settle_timeout")
     answered = {c.params.get("callback_query_id"): c.time for c in standin.calls_to("answerCallbackQuery") if c.ok}
     latencies, to_answer = [], []
@@ -388,14 +414,20 @@ async def realistic(standin: BotApiStandin, readers: list[Reader], warmup: float
         else:
             errors.add("tap_timeout")
     schedule_lag = [t.tapped_at - t.scheduled for t in taps if t0 <= t.tapped_at < t1]
-    return {"taps_in_window": len(latencies), "taps_per_s": round(len(latencies) / window, 1),
-            "overlapped_taps": overlapped,
-            "p50_ms": ms(percentile(latencies, 50)), "p90_ms": ms(percentile(latencies, 90)),
-            "p99_ms": ms(percentile(latencies, 99)), "max_ms": ms(max(latencies, default=None)),
-            "mean_ms": ms(statistics.fmean(latencies)) if latencies else None,
-            "answer_p99_ms": ms(percentile(to_answer, 99)),
-            "schedule_lag_p99_ms": ms(percentile(schedule_lag, 99)),
-            **CpuMeter.usage(cpu["t0"], cpu["t1"]), **lag.between(t0, t1)}
+    return {
+        "taps_in_window": len(latencies),
+        "taps_per_s": round(len(latencies) / window, 1),
+        "overlapped_taps": overlapped,
+        "p50_ms": ms(percentile(latencies, 50)),
+        "p90_ms": ms(percentile(latencies, 90)),
+        "p99_ms": ms(percentile(latencies, 99)),
+        "max_ms": ms(max(latencies, default=None)),
+        "mean_ms": ms(statistics.fmean(latencies)) if latencies else None,
+        "answer_p99_ms": ms(percentile(to_answer, 99)),
+        "schedule_lag_p99_ms": ms(percentile(schedule_lag, 99)),
+        **CpuMeter.usage(cpu["t0"], cpu["t1"]),
+        **lag.between(t0, t1),
+    }
 
 
 # -------------------------------------------------------------------- one bot's run
@@ -414,7 +446,6 @@ def audit(standin: BotApiStandin, errors: Errors, notes: Counter) -> None:
 
 def _per_update(phase: dict, rate: float) -> None:
     phase["bot_cpu_ms_per_update"] = round(phase["bot_cpu"] / rate * 1000, 2) if rate else None
-
 
 
 def _child_setup(cpus: set[int] | None):
@@ -462,16 +493,28 @@ async def run_bot(name: str, args: argparse.Namespace, bot_cpus: set[int] | None
     process: subprocess.Popen | None = None
     result: dict = {}
     async with BotApiStandin(token=TOKEN) as standin:
-        env.update(TELEGRAM_BOT_TOKEN=standin.token, TELEGRAM_API_BASE_URL=standin.api_base_url,
-                   COURSEBOT_DB=str(workdir / name / "coursebot.sqlite3"), COURSEBOT_LOG_LEVEL="WARNING",
-                   # Turning slides runs no code: no runner processes competing for the two cores.
-                   COURSEBOT_RUNNER_URL="off", PYTHONUNBUFFERED="1")
+        env.update(
+            TELEGRAM_BOT_TOKEN=standin.token,
+            TELEGRAM_API_BASE_URL=standin.api_base_url,
+            COURSEBOT_DB=str(workdir / name / "coursebot.sqlite3"),
+            COURSEBOT_LOG_LEVEL="WARNING",
+            # Turning slides runs no code: no runner processes competing for the two cores.
+            COURSEBOT_RUNNER_URL="off",
+            PYTHONUNBUFFERED="1",
+        )
         env.update(args.bot_env)
         try:
             with open(stderr_path, "wb") as stderr:
                 process = subprocess.Popen(
-                    BOTS[name], cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr,
-                    preexec_fn=_child_setup(bot_cpus), start_new_session=True)
+                    BOTS[name],
+                    cwd=ROOT,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=stderr,
+                    stderr=stderr,
+                    preexec_fn=_child_setup(bot_cpus),
+                    start_new_session=True,
+                )
             # The stand-in records a call when it is answered, and the first long poll is answered only
             # when updates come: so the learners write at once, and their updates wait for the bot.
             started = time.monotonic()
@@ -479,48 +522,61 @@ async def run_bot(name: str, args: argparse.Namespace, bot_cpus: set[int] | None
             while not opening.done():
                 if process.poll() is not None:
                     opening.cancel()
-                    raise BotFailed(f"{name} exited with {process.returncode} during start-up:\n"
-                                    + "\n".join(_bot_errors(stderr_path)[1]))
+                    raise BotFailed(
+                        f"{name} exited with {process.returncode} during start-up:\n"
+                        + "\n".join(_bot_errors(stderr_path)[1])
+                    )
                 await asyncio.sleep(0.05)
             try:
                 readers = opening.result()
-            except (asyncio.TimeoutError, SimulationError) as exc:
-                raise BotFailed(f"{name} did not open the course for every learner: {exc}\n"
-                                + "\n".join(_bot_errors(stderr_path)[1])) from None
+            except (TimeoutError, SimulationError) as exc:
+                raise BotFailed(
+                    f"{name} did not open the course for every learner: {exc}\n"
+                    + "\n".join(_bot_errors(stderr_path)[1])
+                ) from None
             await standin.settle(quiet=0.3, timeout=DRAIN_TIMEOUT)
             errors.add("refused_calls_setup", len(standin.errors()))
-            log(f"{name}: started (pid {process.pid}), {len(readers)} learners on slide 1 "
-                f"after {time.monotonic() - started:.1f}s")
+            log(
+                f"{name}: started (pid {process.pid}), {len(readers)} learners on slide 1 "
+                f"after {time.monotonic() - started:.1f}s"
+            )
             standin.clear_calls()
 
             meter = CpuMeter(process.pid)
             lag.start()
 
             async def saturate(group: list[Reader]) -> dict:
-                log(f"{name}: saturation with {len(group)} learners, {args.sat_warmup:g}s warm-up + "
-                    f"{args.sat_seconds:g}s")
+                log(
+                    f"{name}: saturation with {len(group)} learners, {args.sat_warmup:g}s warm-up + "
+                    f"{args.sat_seconds:g}s"
+                )
                 with harness_gc_paused():
                     phase = await saturation(group, args.sat_warmup, args.sat_seconds, meter, lag, errors)
                 try:
                     await standin.settle(quiet=0.3, timeout=DRAIN_TIMEOUT)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     errors.add("settle_timeout")
                 audit(standin, errors, notes)
                 standin.clear_calls()
                 _per_update(phase, phase["updates_per_s"])
                 phase["learners"] = len(group)
-                log(f"{name}: {phase['updates_per_s']} updates/s (harness cpu {phase['harness_cpu']}, "
-                    f"bot cpu {phase['bot_cpu']})")
+                log(
+                    f"{name}: {phase['updates_per_s']} updates/s (harness cpu {phase['harness_cpu']}, "
+                    f"bot cpu {phase['bot_cpu']})"
+                )
                 return phase
 
             sat = await saturate(readers)
-            low = await saturate(readers[:args.low_learners]) if args.low_learners < len(readers) else None
+            low = await saturate(readers[: args.low_learners]) if args.low_learners < len(readers) else None
 
-            log(f"{name}: realistic load, {len(readers)} learners tapping every {args.tap_interval:g}s on average, "
-                f"{args.warmup:g}s warm-up + {args.seconds:g}s")
+            log(
+                f"{name}: realistic load, {len(readers)} learners tapping every {args.tap_interval:g}s on average, "
+                f"{args.warmup:g}s warm-up + {args.seconds:g}s"
+            )
             with harness_gc_paused():
-                real = await realistic(standin, readers, args.warmup, args.seconds, args.tap_interval, args.seed,
-                                       meter, lag, errors)
+                real = await realistic(
+                    standin, readers, args.warmup, args.seconds, args.tap_interval, args.seed, meter, lag, errors
+                )
             audit(standin, errors, notes)
             _per_update(real, real["taps_per_s"])
             log(f"{name}: p50 {real['p50_ms']} ms, p99 {real['p99_ms']} ms over {real['taps_in_window']} taps")
@@ -549,22 +605,35 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--learners", type=int, help="simulated learners (default 200; quick 20)")
     p.add_argument("--seconds", type=float, help="realistic-load measuring window (default 40; quick 3)")
     p.add_argument("--sat-seconds", type=float, help="saturation measuring window (default 10; quick 2)")
-    p.add_argument("--low-learners", type=int, default=20,
-                   help="learners of a second, low-concurrency saturation point (default 20; skipped if >= --learners)")
+    p.add_argument(
+        "--low-learners",
+        type=int,
+        default=20,
+        help="learners of a second, low-concurrency saturation point (default 20; skipped if >= --learners)",
+    )
     p.add_argument("--tap-interval", type=float, help="mean seconds between a learner's taps (default 4; quick 1)")
     p.add_argument("--seed", type=int, default=20240611)
     p.add_argument("--no-pin", action="store_true", help="do not pin the bot and the harness to separate CPUs")
     p.add_argument("--only", choices=sorted(BOTS), help="benchmark one bot only (no ratio)")
-    p.add_argument("--bot-env", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra environment for both bots, for experiments (e.g. COURSEBOT_CONCURRENT_UPDATES=32)")
+    p.add_argument(
+        "--bot-env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra environment for both bots, for experiments (e.g. COURSEBOT_CONCURRENT_UPDATES=32)",
+    )
     args = p.parse_args(argv)
     try:
         args.bot_env = dict(item.split("=", 1) for item in args.bot_env)
     except ValueError:
         p.error("--bot-env takes KEY=VALUE")
     quick = args.quick
-    defaults = {"learners": 20 if quick else 200, "seconds": 3.0 if quick else 40.0,
-                "sat_seconds": 2.0 if quick else 10.0, "tap_interval": 1.0 if quick else 4.0}
+    defaults = {
+        "learners": 20 if quick else 200,
+        "seconds": 3.0 if quick else 40.0,
+        "sat_seconds": 2.0 if quick else 10.0,
+        "tap_interval": 1.0 if quick else 4.0,
+    }
     for key, value in defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
@@ -594,10 +663,16 @@ def environment() -> dict:
             info[dist] = None
     info["sniffio"] = find_spec("sniffio") is not None  # httpcore re-imports it on every request without it
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=5).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "bot", "lessons", "locales"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "bot", "lessons", "locales"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
         info["git"] = head + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         info["git"] = None
@@ -627,40 +702,67 @@ async def main_async(args: argparse.Namespace) -> dict:
     out: dict = {}
     course, frame = results.get("coursebot"), results.get("framework")
     if course:
-        out.update(updates_per_s=course["saturation"]["updates_per_s"], p50_ms=course["realistic"]["p50_ms"],
-                   p99_ms=course["realistic"]["p99_ms"])
+        out.update(
+            updates_per_s=course["saturation"]["updates_per_s"],
+            p50_ms=course["realistic"]["p50_ms"],
+            p99_ms=course["realistic"]["p99_ms"],
+        )
     if frame:
-        out.update(framework_updates_per_s=frame["saturation"]["updates_per_s"],
-                   framework_p50_ms=frame["realistic"]["p50_ms"], framework_p99_ms=frame["realistic"]["p99_ms"])
+        out.update(
+            framework_updates_per_s=frame["saturation"]["updates_per_s"],
+            framework_p50_ms=frame["realistic"]["p50_ms"],
+            framework_p99_ms=frame["realistic"]["p99_ms"],
+        )
     if course and frame and course["saturation_low"] and frame["saturation_low"]:
         low_c, low_f = course["saturation_low"]["updates_per_s"], frame["saturation_low"]["updates_per_s"]
-        out.update(low_concurrency_learners=args.low_learners, updates_per_s_low=low_c,
-                   framework_updates_per_s_low=low_f,
-                   overhead_ratio_low=round(low_f / low_c, 3) if low_c else None)
+        out.update(
+            low_concurrency_learners=args.low_learners,
+            updates_per_s_low=low_c,
+            framework_updates_per_s_low=low_f,
+            overhead_ratio_low=round(low_f / low_c, 3) if low_c else None,
+        )
     if course and frame:
         per_c, per_f = course["realistic"]["bot_cpu_ms_per_update"], frame["realistic"]["bot_cpu_ms_per_update"]
         # CPU per tap at the same offered load: the bots' own cost, whatever their HTTP pool does under saturation
         out["cpu_overhead_ratio"] = round(per_c / per_f, 3) if per_c and per_f else None
-        ratio = frame["saturation"]["updates_per_s"] / course["saturation"]["updates_per_s"] \
-            if course["saturation"]["updates_per_s"] else None
+        ratio = (
+            frame["saturation"]["updates_per_s"] / course["saturation"]["updates_per_s"]
+            if course["saturation"]["updates_per_s"]
+            else None
+        )
         out["overhead_ratio"] = None if ratio is None else round(ratio, 3)
         p99 = out["p99_ms"]
-        out.update(target_overhead_ratio=TARGET_OVERHEAD_RATIO, target_p99_ms=TARGET_P99_MS,
-                   overhead_ratio_ok=ratio is not None and ratio <= TARGET_OVERHEAD_RATIO,
-                   p99_ok=p99 is not None and p99 <= TARGET_P99_MS)
+        out.update(
+            target_overhead_ratio=TARGET_OVERHEAD_RATIO,
+            target_p99_ms=TARGET_P99_MS,
+            overhead_ratio_ok=ratio is not None and ratio <= TARGET_OVERHEAD_RATIO,
+            p99_ok=p99 is not None and p99 <= TARGET_P99_MS,
+        )
         out["targets_met"] = out["overhead_ratio_ok"] and out["p99_ok"]
-    harness = [r[phase]["harness_cpu"] for r in results.values() for phase in ("saturation", "saturation_low")
-               if r.get(phase)]
+    harness = [
+        r[phase]["harness_cpu"] for r in results.values() for phase in ("saturation", "saturation_low") if r.get(phase)
+    ]
     out.update(
         errors=sum(r["error_count"] for r in results.values()),
         standin_bottleneck=any(v >= HARNESS_SATURATED for v in harness),
         harness_cpu_max=max(harness, default=None),
         # other processes used the CPUs during a measurement: run again on a quiet machine
-        contended=any(r[phase]["other_cpu"] >= CONTENDED for r in results.values()
-                      for phase in ("saturation", "saturation_low", "realistic") if r.get(phase)),
-        learners=args.learners, saturation_seconds=args.sat_seconds, realistic_seconds=args.seconds,
-        tap_interval_s=args.tap_interval, seed=args.seed, quick=args.quick,
-        bot_env=args.bot_env, environment=environment(), cpus=os.cpu_count(), pinned={"bot": sorted(bot_cpus), "harness": sorted(harness_cpus)} if bot_cpus else None,
+        contended=any(
+            r[phase]["other_cpu"] >= CONTENDED
+            for r in results.values()
+            for phase in ("saturation", "saturation_low", "realistic")
+            if r.get(phase)
+        ),
+        learners=args.learners,
+        saturation_seconds=args.sat_seconds,
+        realistic_seconds=args.seconds,
+        tap_interval_s=args.tap_interval,
+        seed=args.seed,
+        quick=args.quick,
+        bot_env=args.bot_env,
+        environment=environment(),
+        cpus=os.cpu_count(),
+        pinned={"bot": sorted(bot_cpus), "harness": sorted(harness_cpus)} if bot_cpus else None,
         details=results,
     )
     return out

@@ -70,8 +70,9 @@ MENU, SLIDES = _screens()
 
 async def start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     text, buttons = MENU
-    await context.bot.send_message(update.effective_chat.id, text, parse_mode=ParseMode.HTML,
-                                   reply_markup=buttons, link_preview_options=NO_PREVIEW)
+    await context.bot.send_message(
+        update.effective_chat.id, text, parse_mode=ParseMode.HTML, reply_markup=buttons, link_preview_options=NO_PREVIEW
+    )
 
 
 async def turn(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -80,8 +81,9 @@ async def turn(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     index = int(parts[2]) if len(parts) == 3 and parts[0] == "s" and parts[2].isdigit() else 0
     text, buttons = SLIDES[min(index, len(SLIDES) - 1)]
     try:
-        await query.edit_message_text(text, parse_mode=ParseMode.HTML, reply_markup=buttons,
-                                      link_preview_options=NO_PREVIEW)
+        await query.edit_message_text(
+            text, parse_mode=ParseMode.HTML, reply_markup=buttons, link_preview_options=NO_PREVIEW
+        )
     except BadRequest as exc:
         if "not modified" not in exc.message.lower():  # a double tap: the slide is shown already
             raise

@@ -29,8 +29,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from runner import sandbox, seccomp  # noqa: E402
-from runner.client import RunnerClient, RunnerConfig  # noqa: E402
+from runner import sandbox, seccomp
+from runner.client import RunnerClient, RunnerConfig
 
 TRIVIAL = "print(1 + 1)"
 
@@ -78,8 +78,9 @@ def cold_once() -> float:
     plan = sandbox.plan(cfg, [cfg.python, "-s", "-B", "-P", "-c", code], [], seccomp.zygote_filter())
     t = time.perf_counter()
     try:
-        p = subprocess.run(plan.argv, pass_fds=plan.pass_fds, capture_output=True, timeout=120,
-                           env={"PATH": "/usr/bin:/bin"})
+        p = subprocess.run(
+            plan.argv, pass_fds=plan.pass_fds, capture_output=True, timeout=120, env={"PATH": "/usr/bin:/bin"}
+        )
     finally:
         plan.close_fds()
         plan.remove_stage()
@@ -119,7 +120,7 @@ async def main() -> None:
         jobs_per_s = args.jobs / (time.perf_counter() - t)
         assert all(x.status == "ok" for x in results)
 
-        await asyncio.sleep(2.0)          # idle: prepared sandboxes waiting
+        await asyncio.sleep(2.0)  # idle: prepared sandboxes waiting
         rss, pss = memory_kb(descendants(r._proc.pid))
 
     cold = [cold_once() for _ in range(args.cold_samples)]

@@ -48,8 +48,17 @@ def build_application(config: Config, services: Services) -> Application:
     # Order matters: redeliveries stop first, groups get their pointer before any course handler,
     # and the catch-alls in fallback come last.
     app.add_handler(deduplication(), group=-1)
-    for handler in [*fallback.group_handlers(), *course.handlers(), *lessons.handlers(), *quiz.handlers(),
-                    *progress.handlers(), *settings.handlers(), *language.handlers(), *practice.handlers(), *fallback.handlers()]:
+    for handler in [
+        *fallback.group_handlers(),
+        *course.handlers(),
+        *lessons.handlers(),
+        *quiz.handlers(),
+        *progress.handlers(),
+        *settings.handlers(),
+        *language.handlers(),
+        *practice.handlers(),
+        *fallback.handlers(),
+    ]:
         app.add_handler(handler)
     app.add_error_handler(_on_error)
     return app
@@ -58,8 +67,12 @@ def build_application(config: Config, services: Services) -> Application:
 async def _on_error(update: object, context: CourseContext) -> None:
     # Logged once with enough context to find the learner's update, then the learner hears of it.
     user = getattr(update, "effective_user", None)
-    log.error("update %s from user %s failed", getattr(update, "update_id", "?"),
-              getattr(user, "id", "?"), exc_info=context.error)
+    log.error(
+        "update %s from user %s failed",
+        getattr(update, "update_id", "?"),
+        getattr(user, "id", "?"),
+        exc_info=context.error,
+    )
     chat = getattr(update, "effective_chat", None)
     chat_id = chat.id if chat else getattr(user, "id", None)
     if chat_id is None or not isinstance(update, Update):
@@ -114,7 +127,9 @@ class CourseBot:
                 await register_commands(self.app, self.i18n)
                 await self.app.start()
                 await self.app.updater.start_polling(
-                    timeout=LONG_POLL_SECONDS, allowed_updates=ALLOWED_UPDATES, drop_pending_updates=False,
+                    timeout=LONG_POLL_SECONDS,
+                    allowed_updates=ALLOWED_UPDATES,
+                    drop_pending_updates=False,
                     error_callback=_polling_error,
                 )
             except BaseException:
@@ -175,8 +190,10 @@ async def serve(config: Config) -> None:
 def describe_startup_failure(config: Config, error: Exception) -> str | None:
     """Return one line explaining a failure to reach or log in to the Bot API, or None."""
     if isinstance(error, InvalidToken):
-        return (f"The Bot API at {config.api_base_url} refused TELEGRAM_BOT_TOKEN: "
-                "check it with @BotFather (/mybots → API Token).")
+        return (
+            f"The Bot API at {config.api_base_url} refused TELEGRAM_BOT_TOKEN: "
+            "check it with @BotFather (/mybots → API Token)."
+        )
     if isinstance(error, NetworkError):
         return f"Cannot reach the Bot API at {config.api_base_url}: {error.message}. Check the network or TELEGRAM_API_BASE_URL."
     if isinstance(error, ConfigError):

@@ -37,6 +37,6 @@ def isolate_runs(text: str) -> str:
             return run
         core = run.rstrip(_TRAILING)
         # '(' or ')' left at the end belongs to the code, as in backward(); only sentence marks go.
-        return isolate(core) + run[len(core):]
+        return isolate(core) + run[len(core) :]
 
     return _RUN.sub(wrap, text)

@@ -35,7 +35,7 @@ class CallbackData:
         for f in fields(self):
             raw = getattr(self, f.name)
             value = str(raw)
-            if isinstance(raw, int) and raw < 0 or not _FIELD.fullmatch(value):
+            if (isinstance(raw, int) and raw < 0) or not _FIELD.fullmatch(value):
                 raise ValueError(
                     f"{type(self).__name__}.{f.name}={value!r}: use 1-40 of a-z, 0-9 and '-' "
                     "(shorten the id in the lesson file)"
@@ -61,7 +61,7 @@ class CallbackData:
         if len(values) != len(declared) or not all(_FIELD.fullmatch(v) for v in values):
             raise CallbackDataError(f"malformed callback data {data!r}")
         parsed = {}
-        for f, value in zip(declared, values):
+        for f, value in zip(declared, values, strict=False):
             if f.type in (int, "int"):
                 if not value.isdigit():
                     raise CallbackDataError(f"{f.name} must be a number in {data!r}")

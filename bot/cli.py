@@ -25,7 +25,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"coursebot: the lessons in {config.lessons_dir} are invalid:", file=sys.stderr)
         print(exc, file=sys.stderr)
         return EXIT_BAD_INPUT
-    except Exception as exc:  # noqa: BLE001 - turned into one line below, or re-raised
+    except Exception as exc:
         line = app.describe_startup_failure(config, exc)
         if line is None:
             if isinstance(exc, CoursebotError):
@@ -78,9 +78,11 @@ def _stamp(content, paths: list[Path]) -> int:
     files = {}
     for course in content.translations.values():
         if course.translation is not None:
-            files[Path(course.translation.path).resolve()] = (course.translation,
-                                                              translations.course_parts(content.english))
-        for source, lesson in zip(content.english.lessons, course.lessons):
+            files[Path(course.translation.path).resolve()] = (
+                course.translation,
+                translations.course_parts(content.english),
+            )
+        for source, lesson in zip(content.english.lessons, course.lessons, strict=False):
             if lesson.translation is not None:
                 files[Path(lesson.translation.path).resolve()] = (lesson.translation, translations.lesson_parts(source))
     wanted = []
@@ -88,8 +90,10 @@ def _stamp(content, paths: list[Path]) -> int:
         resolved = path.resolve()
         matches = [f for f in files if f == resolved or resolved in f.parents]
         if not matches:
-            print(f"coursebot: {path} is not a translation file (or folder of them) under the lessons folder",
-                  file=sys.stderr)
+            print(
+                f"coursebot: {path} is not a translation file (or folder of them) under the lessons folder",
+                file=sys.stderr,
+            )
             return EXIT_BAD_INPUT
         wanted += sorted(matches)
     for file in dict.fromkeys(wanted):
@@ -118,15 +122,24 @@ def _backup(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     """Return the argument parser of the coursebot command."""
-    top = argparse.ArgumentParser(prog="coursebot", description="A Telegram bot that teaches short programming courses.")
+    top = argparse.ArgumentParser(
+        prog="coursebot", description="A Telegram bot that teaches short programming courses."
+    )
     commands = top.add_subparsers(dest="command", required=True)
     commands.add_parser("run", help="start the bot (long polling); needs TELEGRAM_BOT_TOKEN").set_defaults(func=_run)
     lint = commands.add_parser("lint", help="check lesson files; prints file:line: message per problem")
     lint.add_argument("dir", nargs="?", default="lessons", help="the lessons folder (default: lessons)")
-    lint.add_argument("--stamp", nargs="+", metavar="FILE",
-                      help="record that these translation files (or folders) match the current English")
-    lint.add_argument("--strict", action="store_true",
-                      help="fail when a translation is incomplete or out of date, not only when content is invalid")
+    lint.add_argument(
+        "--stamp",
+        nargs="+",
+        metavar="FILE",
+        help="record that these translation files (or folders) match the current English",
+    )
+    lint.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail when a translation is incomplete or out of date, not only when content is invalid",
+    )
     lint.set_defaults(func=_lint)
     preview = commands.add_parser("preview", help="print a lesson as the learner reads it, without Telegram")
     preview.add_argument("lesson", help="lesson id or number, e.g. 1 or requires-grad")

@@ -55,9 +55,7 @@ class Config:
             )
         api = env.get("TELEGRAM_API_BASE_URL", "").strip() or TELEGRAM_API
         if not api.startswith(("http://", "https://")):
-            raise ConfigError(
-                f"TELEGRAM_API_BASE_URL must start with http:// or https://, got {api!r}."
-            )
+            raise ConfigError(f"TELEGRAM_API_BASE_URL must start with http:// or https://, got {api!r}.")
         return cls(
             token=token,
             api_base_url=api.rstrip("/"),
@@ -93,7 +91,7 @@ def _log_level(env: Mapping[str, str]) -> str:
 
 
 def _runner(env: Mapping[str, str]) -> str:
-    value = (env.get("COURSEBOT_RUNNER_URL", "").strip() or env.get("COURSEBOT_RUNNER", "").strip() or "embedded")
+    value = env.get("COURSEBOT_RUNNER_URL", "").strip() or env.get("COURSEBOT_RUNNER", "").strip() or "embedded"
     if value in ("embedded", "off") or value.startswith(("unix://", "tcp://")):
         return value
     if value.startswith("/"):

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from babel import Locale, UnknownLocaleError
 from babel.dates import format_date
-from babel.numbers import format_decimal, format_percent
 from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po
+from babel.numbers import format_decimal, format_percent
 from babel.support import NullTranslations, Translations
 
 from bot import bidi
@@ -51,7 +51,7 @@ def is_rtl(language: str | None = None) -> bool:
     return _right_to_left(language or current_language())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _right_to_left(language: str) -> bool:
     return Locale.parse(language).character_order == "right-to-left"
 
@@ -110,7 +110,7 @@ class I18n:
     @property
     def languages(self) -> list[str]:
         """Return the shipped language codes, English first."""
-        return [DEFAULT_LANGUAGE] + sorted(lang for lang in self._catalogs if lang != DEFAULT_LANGUAGE)
+        return [DEFAULT_LANGUAGE, *sorted(lang for lang in self._catalogs if lang != DEFAULT_LANGUAGE)]
 
     def negotiate(self, language_code: str | None) -> str:
         """Map a Telegram ``language_code`` (e.g. 'ru-RU', 'pt-br') to the best shipped language."""

@@ -6,12 +6,11 @@ import html
 import re
 from pathlib import Path
 
-from runner.result import RunResult
-
 from bot import loader, practice, render
 from bot.course import Content, Course
 from bot.errors import ContentError, Problem
 from bot.i18n import I18n
+from runner.result import RunResult
 
 # Telegram's limits (Bot API): characters after entity parsing, counted in UTF-16 code units.
 MESSAGE_MAX = 4096
@@ -41,24 +40,35 @@ def _check_course(course: Course, i18n: I18n) -> list[Problem]:
                     continue  # checked in English
                 screen = render.slide(course, lesson, index)
                 if (n := visible_length(screen.text)) > MESSAGE_MAX:
-                    problems.append(Problem(slide.source.path, slide.source.line,
-                                            f"slide '{slide.id}' renders to {n} characters; Telegram allows {MESSAGE_MAX}"))
+                    problems.append(
+                        Problem(
+                            slide.source.path,
+                            slide.source.line,
+                            f"slide '{slide.id}' renders to {n} characters; Telegram allows {MESSAGE_MAX}",
+                        )
+                    )
                 problems += _check_buttons(screen, slide.source.path, slide.source.line)
             for question in lesson.quiz:
                 if not question.fallback:
                     problems += _check_question(question)
             result = render.quiz_result(course, lesson, len(lesson.quiz), 0)
             if (n := visible_length(result.text)) > MESSAGE_MAX:
-                problems.append(Problem(lesson.source.path, lesson.source.line,
-                                        f"the recap renders to {n} characters; Telegram allows {MESSAGE_MAX}"))
+                problems.append(
+                    Problem(
+                        lesson.source.path,
+                        lesson.source.line,
+                        f"the recap renders to {n} characters; Telegram allows {MESSAGE_MAX}",
+                    )
+                )
             if lesson.exercise is not None and (course.language == "en" or not lesson.exercise.fallback):
                 problems += _check_exercise(course, lesson)
     return problems
 
 
 # The longest output a verdict shows: what is left is the room for the exercise's own messages.
-_LONGEST_OUTPUT = RunResult(status="ok", stdout="x" * practice.OUTPUT_MAX, stderr="", exit_code=0, signal=None,
-                            duration_ms=0.0, truncated=True)
+_LONGEST_OUTPUT = RunResult(
+    status="ok", stdout="x" * practice.OUTPUT_MAX, stderr="", exit_code=0, signal=None, duration_ms=0.0, truncated=True
+)
 
 
 def _check_exercise(course: Course, lesson) -> list[Problem]:
@@ -68,13 +78,18 @@ def _check_exercise(course: Course, lesson) -> list[Problem]:
     screens = {"the practice task": render.practice_intro(course, lesson)}
     for shown in range(1, len(exercise.hints) + 1):
         screens[f"hint {shown}"] = render.hint(lesson, course, shown)
-    feedback = practice.markup_lines([check.fail.replace("{got}", "`tensor([1., 2., 3.])`") for check in exercise.checks])
+    feedback = practice.markup_lines(
+        [check.fail.replace("{got}", "`tensor([1., 2., 3.])`") for check in exercise.checks]
+    )
     screens["a verdict with every check failing"] = render.practice_verdict(
-        course, lesson, practice.output_block(_LONGEST_OUTPUT), feedback, passed=False, hints_shown=0)
+        course, lesson, practice.output_block(_LONGEST_OUTPUT), feedback, passed=False, hints_shown=0
+    )
     problems = []
     for what, screen in screens.items():
         if (n := visible_length(screen.text)) > MESSAGE_MAX:
-            problems.append(Problem(path, line, f"exercise: {what} renders to {n} characters; Telegram allows {MESSAGE_MAX}"))
+            problems.append(
+                Problem(path, line, f"exercise: {what} renders to {n} characters; Telegram allows {MESSAGE_MAX}")
+            )
         problems += _check_buttons(screen, path, line)
     return problems
 
@@ -84,7 +99,9 @@ def _check_buttons(screen: render.Screen, path: str, line: int) -> list[Problem]
     for row in screen.buttons.inline_keyboard if screen.buttons else ():
         for button in row:
             if len((button.callback_data or "").encode()) > 64:
-                problems.append(Problem(path, line, f"button data {button.callback_data!r} is over 64 bytes: shorten the ids"))
+                problems.append(
+                    Problem(path, line, f"button data {button.callback_data!r} is over 64 bytes: shorten the ids")
+                )
     return problems
 
 
@@ -94,17 +111,31 @@ def _check_question(source) -> list[Problem]:
     question = render.poll(source)
     problems = []
     if (n := telegram_length(question.question)) > POLL_QUESTION_MAX:
-        problems.append(Problem(path, line, f"{where}: the question has {n} characters; Telegram allows {POLL_QUESTION_MAX}"))
+        problems.append(
+            Problem(path, line, f"{where}: the question has {n} characters; Telegram allows {POLL_QUESTION_MAX}")
+        )
     low, high = POLL_OPTIONS
     if not low <= len(question.options) <= high:
-        problems.append(Problem(path, line, f"{where}: has {len(question.options)} options; Telegram allows {low} to {high}"))
+        problems.append(
+            Problem(path, line, f"{where}: has {len(question.options)} options; Telegram allows {low} to {high}")
+        )
     for index, option in enumerate(question.options, start=1):
         if (n := telegram_length(option)) > POLL_OPTION_MAX:
-            problems.append(Problem(path, line, f"{where}: option {index} has {n} characters; Telegram allows {POLL_OPTION_MAX}"))
+            problems.append(
+                Problem(path, line, f"{where}: option {index} has {n} characters; Telegram allows {POLL_OPTION_MAX}")
+            )
     if (n := telegram_length(question.explanation)) > EXPLANATION_MAX:
-        problems.append(Problem(path, line, f"{where}: the explanation has {n} characters; Telegram allows {EXPLANATION_MAX}"))
+        problems.append(
+            Problem(path, line, f"{where}: the explanation has {n} characters; Telegram allows {EXPLANATION_MAX}")
+        )
     if (n := question.explanation.count("\n")) > EXPLANATION_LINE_BREAKS_MAX:
-        problems.append(Problem(path, line, f"{where}: the explanation has {n} line breaks; Telegram allows {EXPLANATION_LINE_BREAKS_MAX}"))
+        problems.append(
+            Problem(
+                path,
+                line,
+                f"{where}: the explanation has {n} line breaks; Telegram allows {EXPLANATION_LINE_BREAKS_MAX}",
+            )
+        )
     return problems
 
 

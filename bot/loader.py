@@ -13,7 +13,16 @@ import yaml
 
 from bot import markup
 from bot.course import (
-    SOURCE_LANGUAGE, Content, Course, Exercise, ExerciseCheck, Lesson, Question, Slide, Source, Translation,
+    SOURCE_LANGUAGE,
+    Content,
+    Course,
+    Exercise,
+    ExerciseCheck,
+    Lesson,
+    Question,
+    Slide,
+    Source,
+    Translation,
     untranslated,
 )
 from bot.errors import Problem
@@ -194,7 +203,7 @@ def _items(file: _File, node: Any, key: str, where: str) -> list[tuple[int, _Map
     if not isinstance(seq, _Seq):
         return []
     items = []
-    for line, item in zip(seq.item_lines, seq):
+    for line, item in zip(seq.item_lines, seq, strict=False):
         if isinstance(item, _Map):
             items.append((line, item))
         else:
@@ -231,11 +240,19 @@ def _read_english_lesson(file: _File, number: int) -> Lesson | None:
     if data is None:
         return None
     top = file.fields(
-        data, "lesson",
-        {"id": str, "title": str, "summary": str, "slides": list, "quiz": list, "recap": str, "exercise": dict}, {},
+        data,
+        "lesson",
+        {"id": str, "title": str, "summary": str, "slides": list, "quiz": list, "recap": str, "exercise": dict},
+        {},
     )
-    slides = [_read_slide(file, line, item, item_id) for line, item, item_id in _unique_ids(file, _items(file, data, "slides", "lesson"), "slide")]
-    quiz = [_read_question(file, line, item, item_id) for line, item, item_id in _unique_ids(file, _items(file, data, "quiz", "lesson"), "question")]
+    slides = [
+        _read_slide(file, line, item, item_id)
+        for line, item, item_id in _unique_ids(file, _items(file, data, "slides", "lesson"), "slide")
+    ]
+    quiz = [
+        _read_question(file, line, item, item_id)
+        for line, item, item_id in _unique_ids(file, _items(file, data, "quiz", "lesson"), "question")
+    ]
     if top is None:
         return None
     if not ID.fullmatch(top["id"]):
@@ -274,7 +291,7 @@ def _texts(file: _File, node: _Map, key: str, where: str, bounds: tuple[int, int
         file.problem(node.key_lines[key], f"{where}: has {len(seq)} {key}, expected {low} to {high}")
         return None
     texts = []
-    for line, item in zip(seq.item_lines, seq):
+    for line, item in zip(seq.item_lines, seq, strict=False):
         if not isinstance(item, str) or not item.strip():
             file.problem(line, f"{where}: each of its {key} must be text")
             return None
@@ -290,8 +307,10 @@ def _texts(file: _File, node: _Map, key: str, where: str, bounds: tuple[int, int
 def _read_exercise(file: _File, node: _Map) -> Exercise | None:
     where = "exercise"
     values = file.fields(
-        node, where,
-        {"title": str, "instructions": str, "starter": str, "hints": list, "checks": list, "solution": str}, {},
+        node,
+        where,
+        {"title": str, "instructions": str, "starter": str, "hints": list, "checks": list, "solution": str},
+        {},
     )
     if values is None:
         return None
@@ -319,12 +338,19 @@ def _read_exercise(file: _File, node: _Map) -> Exercise | None:
             file.problem(item.key_lines["expr"], f"{check_where}: 'expr' is not a Python expression ({exc.msg})")
             continue
         file.markup(item, "fail", check_where)
-        checks.append(ExerciseCheck(check_id, fields["expr"], fields["kind"], _plain(fields.get("expect")), fields["fail"]))
+        checks.append(
+            ExerciseCheck(check_id, fields["expr"], fields["kind"], _plain(fields.get("expect")), fields["fail"])
+        )
     if hints is None or len(checks) != len(node["checks"]):
         return None
     return Exercise(
-        title=values["title"], instructions=values["instructions"], starter=_code(values["starter"]),
-        hints=hints, checks=tuple(checks), solution=_code(values["solution"]), source=file.source(node.line),
+        title=values["title"],
+        instructions=values["instructions"],
+        starter=_code(values["starter"]),
+        hints=hints,
+        checks=tuple(checks),
+        solution=_code(values["solution"]),
+        source=file.source(node.line),
     )
 
 
@@ -373,7 +399,7 @@ def _read_question(file: _File, line: int, item: _Map, question_id: str) -> Ques
         return None
     options: list[str] = []
     correct: list[int] = []
-    for index, (opt_line, option) in enumerate(zip(values["options"].item_lines, values["options"])):
+    for index, (opt_line, option) in enumerate(zip(values["options"].item_lines, values["options"], strict=False)):
         if isinstance(option, _Map):
             fields = file.fields(option, f"{where}, option {index + 1}", {"text": str}, {"correct": bool})
             if fields is None:
@@ -414,10 +440,23 @@ def _translated(file: _File, data: _Map, key: str, originals, what: str, lesson_
 def _read_translation(file: _File, english: Lesson) -> Lesson:
     """Overlay one translation file on its English lesson; anything missing stays English."""
     data = file.data
-    top = file.fields(
-        data, "translation", {"lesson": str},
-        {"title": str, "summary": str, "slides": list, "quiz": list, "recap": str, "exercise": dict, "sources": dict},
-    ) or {}
+    top = (
+        file.fields(
+            data,
+            "translation",
+            {"lesson": str},
+            {
+                "title": str,
+                "summary": str,
+                "slides": list,
+                "quiz": list,
+                "recap": str,
+                "exercise": dict,
+                "sources": dict,
+            },
+        )
+        or {}
+    )
     for key in ("title", "summary", "recap"):
         if key in top:
             file.markup(data, key, "translation")
@@ -485,8 +524,12 @@ def _read_translation(file: _File, english: Lesson) -> Lesson:
         recap=top.get("recap", english.recap),
         recap_fallback="recap" not in top,
         exercise=exercise,
-        translation=_translation(file, top, parts | ({"exercise": data.key_lines["exercise"]}
-                                                     if exercise is not None and not exercise.fallback else {})),
+        translation=_translation(
+            file,
+            top,
+            parts
+            | ({"exercise": data.key_lines["exercise"]} if exercise is not None and not exercise.fallback else {}),
+        ),
     )
 
 
@@ -500,9 +543,13 @@ def _translation(file: _File, top: dict[str, Any], parts: dict[str, int]) -> Tra
     for key, value in (node or {}).items():
         line = node.key_lines[key]
         if not isinstance(value, str) or not STAMP.fullmatch(value):
-            file.problem(line, f"sources: '{key}' must be an 8-digit hex hash; run `coursebot lint --stamp {file.name}`")
+            file.problem(
+                line, f"sources: '{key}' must be an 8-digit hex hash; run `coursebot lint --stamp {file.name}`"
+            )
         elif key not in parts:
-            file.problem(line, f"sources: '{key}' is not translated in this file; run `coursebot lint --stamp {file.name}`")
+            file.problem(
+                line, f"sources: '{key}' is not translated in this file; run `coursebot lint --stamp {file.name}`"
+            )
         else:
             stamps[key] = value
     return Translation(file.name, parts, stamps)
@@ -512,15 +559,18 @@ def _read_exercise_translation(file: _File, node: _Map, english: Exercise) -> Ex
     """Overlay a translated exercise; on any problem the English exercise is used (and lint fails)."""
     where = "exercise"
     fallback = replace(english, fallback=True)
-    values = file.fields(node, where, {"title": str, "instructions": str, "hints": list, "checks": list},
-                         {"starter": str})
+    values = file.fields(
+        node, where, {"title": str, "instructions": str, "hints": list, "checks": list}, {"starter": str}
+    )
     if values is None:
         return fallback
     for key in ("title", "instructions"):
         file.markup(node, key, where)
     hints = _texts(file, node, "hints", where, HINT_COUNT)
     if hints is not None and len(hints) != len(english.hints):
-        file.problem(node.key_lines["hints"], f"{where}: has {len(hints)} hints, the English exercise has {len(english.hints)}")
+        file.problem(
+            node.key_lines["hints"], f"{where}: has {len(hints)} hints, the English exercise has {len(english.hints)}"
+        )
         hints = None
     starter = _code(values.get("starter"))
     if starter is not None and (difference := code_difference(starter, english.starter)) is not None:
@@ -531,7 +581,9 @@ def _read_exercise_translation(file: _File, node: _Map, english: Exercise) -> Ex
     listed = _unique_ids(file, _items(file, node, "checks", where), "check")
     absent = [check.id for check in english.checks if check.id not in {check_id for _, _, check_id in listed}]
     if absent:
-        file.problem(node.key_lines["checks"], f"{where}: no translated 'fail' for check {', '.join(map(repr, absent))}")
+        file.problem(
+            node.key_lines["checks"], f"{where}: no translated 'fail' for check {', '.join(map(repr, absent))}"
+        )
     for line, item, check_id in listed:
         check_where = f"check '{check_id}'"
         if check_id not in by_id:
@@ -544,11 +596,18 @@ def _read_exercise_translation(file: _File, node: _Map, english: Exercise) -> Ex
         wanted = "{got}" in by_id[check_id].fail
         others = fields["fail"].replace("{got}", "")
         if ("{got}" in fields["fail"]) != wanted or "{" in others or "}" in others:
-            file.problem(item.key_lines["fail"], f"{check_where}: 'fail' must use {{got}} "
-                         + ("once, as the English does, and no other braces" if wanted else "only if the English does: it does not"))
+            file.problem(
+                item.key_lines["fail"],
+                f"{check_where}: 'fail' must use {{got}} "
+                + (
+                    "once, as the English does, and no other braces"
+                    if wanted
+                    else "only if the English does: it does not"
+                ),
+            )
             continue
         fails[check_id] = fields["fail"]
-    if hints is None or len(fails) != len(english.checks) or starter is None and "starter" in values:
+    if hints is None or len(fails) != len(english.checks) or (starter is None and "starter" in values):
         return fallback
     return replace(
         english,
@@ -591,7 +650,9 @@ def _read_course_file(file: _File, english: bool) -> dict[str, Any]:
     if file.data is None:
         return {}
     if english:
-        return file.fields(file.data, "course", {"id": str, "title": str, "description": str, "lessons": list}, {}) or {}
+        return (
+            file.fields(file.data, "course", {"id": str, "title": str, "description": str, "lessons": list}, {}) or {}
+        )
     return file.fields(file.data, "course translation", {}, {"title": str, "description": str, "sources": dict}) or {}
 
 
@@ -611,7 +672,7 @@ def load(lessons_dir: Path) -> tuple[Content | None, list[Problem]]:
     lessons: list[Lesson] = []
     lesson_stems: list[str] = []
     listed = course["lessons"]
-    for number, (line, stem) in enumerate(zip(listed.item_lines, listed), start=1):
+    for number, (line, stem) in enumerate(zip(listed.item_lines, listed, strict=False), start=1):
         path = english_dir / f"{stem}.yaml"
         if not isinstance(stem, str) or not path.is_file():
             course_file.problem(line, f"lesson '{stem}' has no file {_display(path, root)}")
@@ -621,9 +682,15 @@ def load(lessons_dir: Path) -> tuple[Content | None, list[Problem]]:
             lessons.append(lesson)
             lesson_stems.append(stem)
     seen: dict[str, str] = {}
-    for stem, lesson in zip(lesson_stems, lessons):
+    for stem, lesson in zip(lesson_stems, lessons, strict=False):
         if lesson.id in seen:
-            problems.append(Problem(lesson.source.path, lesson.source.line, f"duplicate lesson id '{lesson.id}' (also in {seen[lesson.id]})"))
+            problems.append(
+                Problem(
+                    lesson.source.path,
+                    lesson.source.line,
+                    f"duplicate lesson id '{lesson.id}' (also in {seen[lesson.id]})",
+                )
+            )
         seen[lesson.id] = lesson.source.path
     for path in sorted(english_dir.glob("*.yaml")):
         if path.stem != "course" and path.stem not in lesson_stems and path.stem not in listed:
@@ -631,13 +698,18 @@ def load(lessons_dir: Path) -> tuple[Content | None, list[Problem]]:
     if not lessons or len(lessons) != len(listed) or problems:
         return None, problems
     english_course = Course(
-        id=course["id"], language=SOURCE_LANGUAGE, title=course["title"],
-        description=course["description"], lessons=tuple(lessons),
+        id=course["id"],
+        language=SOURCE_LANGUAGE,
+        title=course["title"],
+        description=course["description"],
+        lessons=tuple(lessons),
     )
     translations = {}
     for language_dir in sorted(p for p in root.iterdir() if p.is_dir() and p.name != SOURCE_LANGUAGE):
         if not LANGUAGE_DIR.match(language_dir.name):
-            problems.append(Problem(_display(language_dir, root), 1, "a language folder is named by its code, like 'ru' or 'pt_BR'"))
+            problems.append(
+                Problem(_display(language_dir, root), 1, "a language folder is named by its code, like 'ru' or 'pt_BR'")
+            )
             continue
         translations[language_dir.name] = _read_language(language_dir, english_course, lesson_stems, problems, root)
     return Content(english=english_course, translations=translations), problems
@@ -646,7 +718,7 @@ def load(lessons_dir: Path) -> tuple[Content | None, list[Problem]]:
 def _read_language(
     language_dir: Path, english: Course, stems: list[str], problems: list[Problem], root: Path
 ) -> Course:
-    by_stem = dict(zip(stems, english.lessons))
+    by_stem = dict(zip(stems, english.lessons, strict=False))
     course: dict[str, Any] = {}
     course_translation = None
     overlays: dict[str, Lesson] = {}
@@ -666,8 +738,10 @@ def _read_language(
             continue
         lesson_id = file.data.get("lesson")
         if lesson_id != source.id:
-            file.problem(file.data.key_lines.get("lesson", file.data.line),
-                         f"'lesson' must be '{source.id}', the id of {SOURCE_LANGUAGE}/{path.name}")
+            file.problem(
+                file.data.key_lines.get("lesson", file.data.line),
+                f"'lesson' must be '{source.id}', the id of {SOURCE_LANGUAGE}/{path.name}",
+            )
         overlays[source.id] = _read_translation(file, source)
     lessons = tuple(overlays.get(lesson.id) or untranslated(lesson) for lesson in english.lessons)
     return replace(
@@ -678,4 +752,3 @@ def _read_language(
         lessons=lessons,
         translation=course_translation,
     )
-

@@ -5,12 +5,11 @@ from __future__ import annotations
 import html
 import re
 
-from runner.grading import Check, ExerciseChecks
-from runner.result import RunResult
-
 from bot import markup
 from bot.course import Exercise
 from bot.i18n import _, number
+from runner.grading import Check, ExerciseChecks
+from runner.result import RunResult
 
 # Telegram allows 4096 characters; output gets what the frame around it leaves.
 OUTPUT_MAX = 3000
@@ -19,9 +18,7 @@ _FENCE = re.compile(r"```(?:python|py)?[ \t]*\n?(.*?)```", re.DOTALL | re.IGNORE
 
 def runner_checks(exercise: Exercise) -> ExerciseChecks:
     """Return the exercise's checks as the runner takes them; expected values stay outside the sandbox."""
-    return ExerciseChecks(tuple(
-        Check(id=c.id, expr=c.expr, kind=c.kind, expect=c.expect) for c in exercise.checks
-    ))
+    return ExerciseChecks(tuple(Check(id=c.id, expr=c.expr, kind=c.kind, expect=c.expect) for c in exercise.checks))
 
 
 def fenced_code(text: str) -> str | None:
@@ -37,8 +34,9 @@ def _shown(value: str) -> str:
 
 def output_block(result: RunResult) -> str:
     """Render what the learner's code printed, as a code block, cut to fit a message."""
-    text = result.stdout + (("\n" if result.stdout and not result.stdout.endswith("\n") else "") + result.stderr
-                            if result.stderr else "")
+    text = result.stdout + (
+        ("\n" if result.stdout and not result.stdout.endswith("\n") else "") + result.stderr if result.stderr else ""
+    )
     text = text.rstrip("\n")
     cut = len(text) > OUTPUT_MAX or result.truncated
     if len(text) > OUTPUT_MAX:
@@ -56,11 +54,13 @@ def output_block(result: RunResult) -> str:
 def status_line(result: RunResult, limits) -> str | None:
     """Explain in the learner's terms why a run ended, or None when it simply finished."""
     if result.status == "timeout":
-        return _("Your code ran longer than {seconds} seconds and was stopped. Look for a loop that never ends.").format(
-            seconds=number(limits.wall_time_s))
+        return _(
+            "Your code ran longer than {seconds} seconds and was stopped. Look for a loop that never ends."
+        ).format(seconds=number(limits.wall_time_s))
     if result.status == "memory_limit":
         return _("Your code used more than {mb} MB of memory and was stopped. Try smaller tensors.").format(
-            mb=number(limits.memory_bytes / 2**20))
+            mb=number(limits.memory_bytes / 2**20)
+        )
     if result.status == "output_limit":
         return _("Your code printed or wrote too much, so it was stopped. Print less, or only a summary.")
     if result.status == "killed":
@@ -82,8 +82,11 @@ def check_feedback(exercise: Exercise, result: RunResult) -> list[str]:
         if key in ("checks.not_run", "checks.no_report"):
             return [_("The checks could not run: your code has to run to the end without an error first.")]
         if key == "checks.error":
-            lines.append(_("`{expr}` could not be read after your code ran ({error}). Keep the variable names of the starter code.")
-                         .format(expr=outcome.params.get("expr", ""), error=outcome.params.get("error", "")))
+            lines.append(
+                _(
+                    "`{expr}` could not be read after your code ran ({error}). Keep the variable names of the starter code."
+                ).format(expr=outcome.params.get("expr", ""), error=outcome.params.get("error", ""))
+            )
         elif check is not None:
             got = _shown(str(outcome.params.get("got", "?")))
             lines.append(check.fail.replace("{got}", f"`{got}`" if "`" not in got else got))

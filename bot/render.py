@@ -9,8 +9,18 @@ from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 
 from bot import markup
 from bot.callbacks import (
-    CallbackData, ChooseLanguage, ConfirmReset, Continue, LeavePractice, OpenLesson, RetakeMissed, ShowHint, ShowMenu, ShowSlide,
-    StartPractice, StartQuiz,
+    CallbackData,
+    ChooseLanguage,
+    ConfirmReset,
+    Continue,
+    LeavePractice,
+    OpenLesson,
+    RetakeMissed,
+    ShowHint,
+    ShowMenu,
+    ShowSlide,
+    StartPractice,
+    StartQuiz,
 )
 from bot.course import Course, Lesson, Question
 from bot.i18n import _, date, fraction, ngettext, number, own_name, percent
@@ -59,8 +69,9 @@ def lesson_state(lesson: Lesson, progress: LessonProgress, *, dated: bool = Fals
     if current is Stage.QUIZ:
         return _("Quick Check to answer")
     if current is Stage.READING:
-        return _("in progress, slide {n} of {total}").format(n=number(progress.slide + 1),
-                                                              total=number(len(lesson.slides)))
+        return _("in progress, slide {n} of {total}").format(
+            n=number(progress.slide + 1), total=number(len(lesson.slides))
+        )
     return _("not started")
 
 
@@ -85,8 +96,9 @@ def menu(course: Course, progress: dict[str, LessonProgress], place: Place | Non
     elif not any(p.started for p in progress.values()):
         rows.append([_button(_("▶ Start the course"), Continue())])
     else:
-        label = _("▶ Continue: lesson {lesson}, slide {n}").format(lesson=number(place.lesson.number),
-                                                                    n=number(place.slide + 1))
+        label = _("▶ Continue: lesson {lesson}, slide {n}").format(
+            lesson=number(place.lesson.number), n=number(place.slide + 1)
+        )
         rows.append([_button(label, Continue())])
     for lesson in course.lessons:
         rows.append([_button(f"{number(lesson.number)}. {markup.to_plain(lesson.title)}", OpenLesson(lesson.id))])
@@ -138,8 +150,12 @@ def quiz_intro(lesson: Lesson, remaining: int, *, retake: bool) -> Screen:
 
 def poll(question: Question) -> PollSpec:
     """Return the quiz poll for ``question``."""
-    return PollSpec(markup.plain(question.question), tuple(markup.plain(o) for o in question.options),
-                    question.correct, markup.plain(question.explanation))
+    return PollSpec(
+        markup.plain(question.question),
+        tuple(markup.plain(o) for o in question.options),
+        question.correct,
+        markup.plain(question.explanation),
+    )
 
 
 def quiz_result(course: Course, lesson: Lesson, correct: int, missed: int) -> Screen:
@@ -153,23 +169,42 @@ def quiz_result(course: Course, lesson: Lesson, correct: int, missed: int) -> Sc
         parts.append(fallback_notice())
     rows = []
     if lesson.exercise is not None:
-        rows.append([_button(_("💻 Practice: {title}").format(title=markup.to_plain(lesson.exercise.title)),
-                             StartPractice(lesson.id))])
+        rows.append(
+            [
+                _button(
+                    _("💻 Practice: {title}").format(title=markup.to_plain(lesson.exercise.title)),
+                    StartPractice(lesson.id),
+                )
+            ]
+        )
     if missed:
-        label = ngettext("↻ Retake the question I missed", "↻ Retake the {n} questions I missed",
-                         missed).format(n=number(missed))
+        label = ngettext("↻ Retake the question I missed", "↻ Retake the {n} questions I missed", missed).format(
+            n=number(missed)
+        )
         rows.append([_button(label, RetakeMissed(lesson.id))])
     following = course.next_lesson(lesson)
     if following is not None:
-        rows.append([_button(_("Next lesson: {title} ▶").format(title=markup.to_plain(following.title)), OpenLesson(following.id))])
+        rows.append(
+            [
+                _button(
+                    _("Next lesson: {title} ▶").format(title=markup.to_plain(following.title)), OpenLesson(following.id)
+                )
+            ]
+        )
     else:
         parts.append(html.escape(_("That was the last lesson of the course. Well done!")))
     rows.append([_button(_("☰ Lessons"), ShowMenu())])
     return Screen("\n\n".join(parts), _keyboard(*rows))
 
 
-def progress_report(course: Course, progress: dict[str, LessonProgress], correct: int, total: int, answered: int,
-                    exercises_passed: int = 0) -> Screen:
+def progress_report(
+    course: Course,
+    progress: dict[str, LessonProgress],
+    correct: int,
+    total: int,
+    answered: int,
+    exercises_passed: int = 0,
+) -> Screen:
     """Render /progress: lessons done, the Quick Check score and each lesson's state."""
     done = sum(1 for lesson in course.lessons if stage(progress.get(lesson.id, NOT_STARTED)) is Stage.DONE)
     lessons_line = ngettext(
@@ -186,8 +221,13 @@ def progress_report(course: Course, progress: dict[str, LessonProgress], correct
         "{passed} of {total} exercise passed.", "{passed} of {total} exercises passed.", exercises
     ).format(passed=number(exercises_passed), total=number(exercises))
     heading = html.escape(_("Your progress"))
-    parts = [f"<b>{heading}</b>", html.escape(lessons_line), html.escape(score_line),
-             html.escape(practice_line), _lesson_list(course, progress, dated=True)]
+    parts = [
+        f"<b>{heading}</b>",
+        html.escape(lessons_line),
+        html.escape(score_line),
+        html.escape(practice_line),
+        _lesson_list(course, progress, dated=True),
+    ]
     if done == len(course.lessons):
         parts.append(html.escape(_("The course is complete. 🎉")))
     return Screen("\n\n".join(parts), _keyboard([_button(_("☰ Lessons"), ShowMenu())]))
@@ -209,14 +249,17 @@ def help_text() -> Screen:
         _("Turn slides with the buttons under each message. Your place is saved as you go."),
     ]
     # A line that starts with '/start' would read left to right in Arabic: the command is isolated.
-    return Screen(html.escape("\n".join(markup.plain(line) for line in lines)),
-                  _keyboard([_button(_("☰ Lessons"), ShowMenu())]))
+    return Screen(
+        html.escape("\n".join(markup.plain(line) for line in lines)), _keyboard([_button(_("☰ Lessons"), ShowMenu())])
+    )
 
 
 def reset_question() -> Screen:
     """Render the confirmation /reset asks for."""
     return Screen(
-        html.escape(_("Reset your progress? Every lesson goes back to not started and your Quick Check answers are deleted.")),
+        html.escape(
+            _("Reset your progress? Every lesson goes back to not started and your Quick Check answers are deleted.")
+        ),
         _keyboard([_button(_("Yes, reset"), ConfirmReset("yes")), _button(_("Cancel"), ConfirmReset("no"))]),
     )
 
@@ -235,11 +278,12 @@ def notice(text: str) -> Screen:
 
 def language_picker(languages: list[str], chosen: str | None) -> Screen:
     """Render /language: every shipped language in its own name, and 'follow Telegram'; ✓ marks the choice."""
+
     def label(text: str, selected: bool) -> str:
         return f"✓ {text}" if selected else text
 
     names = [_button(label(own_name(code), code == chosen), ChooseLanguage.of(code)) for code in languages]
-    rows = [names[i:i + 2] for i in range(0, len(names), 2)]
+    rows = [names[i : i + 2] for i in range(0, len(names), 2)]
     rows.append([_button(label(_("Follow my Telegram setting"), chosen is None), ChooseLanguage.of(None))])
     text = _("Choose the language I speak with you. Your place in the course stays where it is.")
     return Screen(html.escape(text), _keyboard(*rows))
@@ -252,8 +296,10 @@ def language_chosen(following_telegram: bool) -> Screen:
     else:
         # Each catalog says this of its own language: "Теперь я говорю по-русски."
         text = _("From now on I speak English.")
-    return Screen(html.escape(text), _keyboard([_button(_("▶ Continue where I left off"), Continue())],
-                                               [_button(_("☰ Lessons"), ShowMenu())]))
+    return Screen(
+        html.escape(text),
+        _keyboard([_button(_("▶ Continue where I left off"), Continue())], [_button(_("☰ Lessons"), ShowMenu())]),
+    )
 
 
 def commands() -> list[tuple[str, str]]:
@@ -273,13 +319,23 @@ def _practice_buttons(lesson: Lesson, course: Course, hints_shown: int, *, passe
     exercise = lesson.exercise
     rows = []
     if not passed and hints_shown < len(exercise.hints):
-        rows.append([_button(_("💡 Hint ({n} of {total})").format(n=number(hints_shown + 1),
-                                                                 total=number(len(exercise.hints))),
-                             ShowHint(lesson.id))])
+        rows.append(
+            [
+                _button(
+                    _("💡 Hint ({n} of {total})").format(n=number(hints_shown + 1), total=number(len(exercise.hints))),
+                    ShowHint(lesson.id),
+                )
+            ]
+        )
     following = course.next_lesson(lesson)
     if following is not None:
-        rows.append([_button(_("Next lesson: {title} ▶").format(title=markup.to_plain(following.title)),
-                             OpenLesson(following.id))])
+        rows.append(
+            [
+                _button(
+                    _("Next lesson: {title} ▶").format(title=markup.to_plain(following.title)), OpenLesson(following.id)
+                )
+            ]
+        )
     if not passed:
         rows.append([_button(_("Leave the practice"), LeavePractice(lesson.id))])
     rows.append([_button(_("☰ Lessons"), ShowMenu())])
@@ -298,8 +354,9 @@ def practice_intro(course: Course, lesson: Lesson) -> Screen:
     return Screen("\n\n".join(parts), _practice_buttons(lesson, course, 0, passed=False))
 
 
-def practice_verdict(course: Course, lesson: Lesson, output: str, feedback: str, *, passed: bool,
-                     hints_shown: int) -> Screen:
+def practice_verdict(
+    course: Course, lesson: Lesson, output: str, feedback: str, *, passed: bool, hints_shown: int
+) -> Screen:
     """Render a graded run: the output, then either the pass or what each failed check found."""
     parts = [output]
     if passed:
@@ -313,8 +370,10 @@ def practice_verdict(course: Course, lesson: Lesson, output: str, feedback: str,
 def hint(lesson: Lesson, course: Course, shown: int) -> Screen:
     """Render hint number ``shown`` (1-based) of the exercise."""
     text = html.escape(_("💡 Hint {n} of {total}:")).format(n=number(shown), total=number(len(lesson.exercise.hints)))
-    return Screen(f"{text} {markup.to_html(lesson.exercise.hints[shown - 1])}",
-                  _practice_buttons(lesson, course, shown, passed=False))
+    return Screen(
+        f"{text} {markup.to_html(lesson.exercise.hints[shown - 1])}",
+        _practice_buttons(lesson, course, shown, passed=False),
+    )
 
 
 def run_output(output: str, status: str | None) -> Screen:

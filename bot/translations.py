@@ -40,8 +40,13 @@ def lesson_parts(english: Lesson) -> dict[str, str]:
     parts["recap"] = _digest(english.recap)
     if english.exercise is not None:
         exercise = english.exercise
-        parts["exercise"] = _digest(exercise.title, exercise.instructions, exercise.starter, exercise.hints,
-                                    [(check.id, check.fail) for check in exercise.checks])
+        parts["exercise"] = _digest(
+            exercise.title,
+            exercise.instructions,
+            exercise.starter,
+            exercise.hints,
+            [(check.id, check.fail) for check in exercise.checks],
+        )
     return parts
 
 
@@ -56,8 +61,10 @@ class Outdated:
 
     def __str__(self) -> str:
         if self.stamped:
-            return (f"{self.path}:{self.line}: '{self.part}' is stale: its English changed since it was translated; "
-                    f"update it, then run `coursebot lint --stamp {self.path}`")
+            return (
+                f"{self.path}:{self.line}: '{self.part}' is stale: its English changed since it was translated; "
+                f"update it, then run `coursebot lint --stamp {self.path}`"
+            )
         return f"{self.path}:{self.line}: '{self.part}' has no source hash; run `coursebot lint --stamp {self.path}`"
 
 
@@ -103,7 +110,7 @@ def coverage(content: Content, language: str, catalog: Path | None) -> Coverage:
     report.outdated += outdated(course.translation, course_parts(english))
     course_done = len(course.translation.parts) if course.translation else 0
     report.lesson_texts = _add(report.lesson_texts, course_done, 2)
-    for source, lesson in zip(english.lessons, course.lessons):
+    for source, lesson in zip(english.lessons, course.lessons, strict=False):
         report.slides = _add(report.slides, sum(not s.fallback for s in lesson.slides), len(lesson.slides))
         report.questions = _add(report.questions, sum(not q.fallback for q in lesson.quiz), len(lesson.quiz))
         if lesson.exercise is not None:
@@ -121,8 +128,11 @@ def _catalog_figures(path: Path | None) -> tuple[int, int]:
     with path.open("rb") as f:
         catalog = read_po(f)
     messages = [m for m in catalog if m.id]
-    done = sum(1 for m in messages if not m.fuzzy and all(s.strip() for s in (
-        m.string if isinstance(m.string, tuple) else (m.string,))))
+    done = sum(
+        1
+        for m in messages
+        if not m.fuzzy and all(s.strip() for s in (m.string if isinstance(m.string, tuple) else (m.string,)))
+    )
     return (done, len(messages))
 
 
@@ -184,6 +194,6 @@ def stamp(path: Path, translation: Translation, current: dict[str, str]) -> int:
     while kept and not kept[-1].strip():
         kept.pop()
     block = ["", "sources:  # hashes of the English each part was translated from: `coursebot lint --stamp`"]
-    block += [f"  {part}: \"{current[part]}\"" for part in translation.parts]
+    block += [f'  {part}: "{current[part]}"' for part in translation.parts]
     Path(path).write_text("\n".join(kept + block) + "\n", encoding="utf-8")
     return len(translation.parts)

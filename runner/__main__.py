@@ -1,12 +1,12 @@
 """Command line: ``python -m runner exec ...`` and ``python -m runner serve ...``.
 
-    python -m runner exec [--json] FILE...
-        Each file is a separate job, all through one warm pool; one result per
-        file, in order.  Exit status 0 when every job ended "ok", 1 otherwise,
-        2 when the runner itself failed.
-    python -m runner serve [--socket PATH | --listen tcp://127.0.0.1:PORT] [--pool N]
-        The service for the bot.  Prints one "READY {...}" line when it has
-        proved its isolation (or "ERROR Type: message" and exits 2).
+python -m runner exec [--json] FILE...
+    Each file is a separate job, all through one warm pool; one result per
+    file, in order.  Exit status 0 when every job ended "ok", 1 otherwise,
+    2 when the runner itself failed.
+python -m runner serve [--socket PATH | --listen tcp://127.0.0.1:PORT] [--pool N]
+    The service for the bot.  Prints one "READY {...}" line when it has
+    proved its isolation (or "ERROR Type: message" and exits 2).
 """
 
 from __future__ import annotations
@@ -23,14 +23,16 @@ from .errors import RunnerError
 def _backend(args):
     if args.backend == "docker":
         from .docker_backend import DockerBackend, DockerConfig
+
         return DockerBackend(DockerConfig.from_env(pool_size=args.pool))
     from .pool import Pool, PoolConfig
-    return Pool(PoolConfig.from_env(size=args.pool, queue=args.queue,
-                                    startup_timeout_s=args.startup_timeout))
+
+    return Pool(PoolConfig.from_env(size=args.pool, queue=args.queue, startup_timeout_s=args.startup_timeout))
 
 
 async def _serve(args) -> int:
     from .service import scrub_environment, serve_forever
+
     scrub_environment()
     addresses = []
     if args.socket:
@@ -64,7 +66,7 @@ async def _exec(args) -> int:
                 sources.append(f.read())
         tasks = [asyncio.ensure_future(backend.run(src)) for src in sources]
         all_ok = True
-        for path, task in zip(args.files, tasks):
+        for path, task in zip(args.files, tasks, strict=False):
             try:
                 res = await task
             except RunnerError as e:
@@ -75,8 +77,10 @@ async def _exec(args) -> int:
                 print(json.dumps(res.public_dict(), ensure_ascii=False), flush=True)
             else:
                 how = f"exit {res.exit_code}" if res.signal is None else f"signal {res.signal}"
-                print(f"==> {path}: {res.status} ({how}, {res.duration_ms:.1f} ms"
-                      f"{', truncated' if res.truncated else ''})")
+                print(
+                    f"==> {path}: {res.status} ({how}, {res.duration_ms:.1f} ms"
+                    f"{', truncated' if res.truncated else ''})"
+                )
                 if res.stdout:
                     sys.stdout.write(res.stdout if res.stdout.endswith("\n") else res.stdout + "\n")
                 if res.stderr:
@@ -104,11 +108,15 @@ def main(argv: list[str] | None = None) -> int:
         else:
             sp.add_argument("--socket", help="Unix socket path to listen on")
             sp.add_argument("--listen", help="tcp://127.0.0.1:PORT (no authentication: keep it local)")
-            sp.add_argument("--watch-stdin", action="store_true",
-                            help="exit when stdin closes (used by the embedded client)")
+            sp.add_argument(
+                "--watch-stdin", action="store_true", help="exit when stdin closes (used by the embedded client)"
+            )
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
     if args.pool is None:
         args.pool = None
     coro = _exec(args) if args.cmd == "exec" else _serve(args)

@@ -39,7 +39,7 @@ V1_OPTIONAL = ("cpu",)
 
 @dataclass(frozen=True)
 class Layout:
-    version: int                                          # 1 or 2
+    version: int  # 1 or 2
     # v1: controller -> directory of our own cgroup in that hierarchy;
     # v2: {"unified": directory of our own cgroup}
     own: dict[str, Path] = field(default_factory=dict)
@@ -70,7 +70,7 @@ def _parse_proc_cgroup(text: str) -> dict[str, str]:
         if len(parts) != 3:
             continue
         _, ctrls, path = parts
-        for c in (ctrls.split(",") if ctrls else [""]):
+        for c in ctrls.split(",") if ctrls else [""]:
             out[c] = path
     return out
 
@@ -80,7 +80,7 @@ def _join(mount: str, mount_root: str, path: str) -> Path:
     # mount's root is a prefix of the path /proc/self/cgroup reports.
     rel = path
     if mount_root != "/" and rel.startswith(mount_root):
-        rel = rel[len(mount_root):]
+        rel = rel[len(mount_root) :]
     return Path(mount) / rel.lstrip("/")
 
 
@@ -115,7 +115,8 @@ def detect(mountinfo: str | None = None, proc_cgroup: str | None = None) -> Layo
         "no usable pids+memory cgroups: mount cgroup v2 at /sys/fs/cgroup with the pids and "
         "memory controllers enabled for the runner's cgroup (or cgroup v1 pids and memory "
         "hierarchies), writable by the runner; in Docker run with --cgroupns=private and a "
-        "writable /sys/fs/cgroup")
+        "writable /sys/fs/cgroup"
+    )
 
 
 def _write(path: Path, value: str) -> None:
@@ -174,15 +175,15 @@ class JobCgroup:
         # all of our hierarchies at once.
         key = "unified" if layout.version == 2 else "pids"
         self._procs = str(dirs[key] / "cgroup.procs")
-        self._oom_file = str(dirs[key] / "memory.events") if layout.version == 2 else \
-            str(dirs["memory"] / "memory.oom_control")
+        self._oom_file = (
+            str(dirs[key] / "memory.events") if layout.version == 2 else str(dirs["memory"] / "memory.oom_control")
+        )
         # Kept open: every job is added through them (a write each).
-        self._add_fds = [os.open(d / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
-                         for d in dirs.values()]
+        self._add_fds = [os.open(d / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC) for d in dirs.values()]
 
     # --- setup ---------------------------------------------------------
     def configure(self, limits: Limits) -> None:
-        if limits == self._configured:       # same limits as last time: nothing to write
+        if limits == self._configured:  # same limits as last time: nothing to write
             self._oom_base = self.oom_kills()
             return
         self._configured = None
@@ -190,8 +191,7 @@ class JobCgroup:
             d = self.dirs["unified"]
             _write(d / "pids.max", str(limits.max_processes))
             _write(d / "memory.max", str(limits.memory_bytes))
-            for name, value in (("memory.swap.max", "0"), ("memory.oom.group", "1"),
-                                ("cpu.max", "100000 100000")):
+            for name, value in (("memory.swap.max", "0"), ("memory.oom.group", "1"), ("cpu.max", "100000 100000")):
                 if (d / name).exists():
                     _write(d / name, value)
         else:
@@ -289,7 +289,7 @@ class CgroupTree:
         self.slots: list[JobCgroup] = []
 
     @classmethod
-    def create(cls, slots: int, layout: Layout | None = None, name: str | None = None) -> "CgroupTree":
+    def create(cls, slots: int, layout: Layout | None = None, name: str | None = None) -> CgroupTree:
         layout = layout or detect()
         tree = cls(layout, name or f"{TREE_PREFIX}{os.getpid()}")
         try:
@@ -300,7 +300,8 @@ class CgroupTree:
             raise SandboxUnavailable(
                 f"cannot create cgroups under {', '.join(map(str, layout.own.values()))}: {e}; "
                 "the runner needs write access to its own cgroup (run it as root, or delegate "
-                "the cgroup to its user)") from e
+                "the cgroup to its user)"
+            ) from e
         return tree
 
     def _cleanup_stale(self) -> None:
@@ -311,7 +312,7 @@ class CgroupTree:
             for d in parent.iterdir():
                 if not d.name.startswith(TREE_PREFIX) or d.name == self.name:
                     continue
-                suffix = d.name[len(TREE_PREFIX):]
+                suffix = d.name[len(TREE_PREFIX) :]
                 if suffix.isdigit() and _pid_alive(int(suffix)):
                     continue
                 _remove_tree(d)

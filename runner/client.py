@@ -24,17 +24,31 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from . import protocol
-from .errors import BY_NAME, ProtocolError, RunnerClosed, RunnerError, SandboxUnavailable
-from .grading import Check, ExerciseChecks  # noqa: F401  (re-exported for the bot)
+from .errors import BY_NAME, ProtocolError, RunnerBusy, RunnerClosed, RunnerError, SandboxUnavailable
+from .grading import Check, ExerciseChecks
 from .limits import Limits
-from .result import CheckOutcome, RunResult  # noqa: F401  (re-exported for the bot)
+from .result import CheckOutcome, RunResult
 
-__all__ = ["RunnerClient", "RunnerConfig", "RunResult", "CheckOutcome", "ExerciseChecks", "Check"]
+# The runner's one public surface: the bot imports these names from here and nothing else of runner/.
+__all__ = [
+    "Check",
+    "CheckOutcome",
+    "ExerciseChecks",
+    "Limits",
+    "RunResult",
+    "RunnerBusy",
+    "RunnerClient",
+    "RunnerClosed",
+    "RunnerConfig",
+    "RunnerError",
+    "SandboxUnavailable",
+]
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 
@@ -44,18 +58,18 @@ class RunnerConfig:
     """How to start an embedded runner (env: RUNNER_POOL, RUNNER_QUEUE, RUNNER_BACKEND,
     RUNNER_BWRAP, RUNNER_SANDBOX_UID, RUNNER_STARTUP_TIMEOUT)."""
 
-    pool_size: int = 2                  # jobs at once
-    queue: int = 32                     # jobs waiting beyond those; more -> RunnerBusy
-    backend: str = "sandbox"            # "sandbox" (bwrap + namespaces) or "docker"
-    python: str = sys.executable        # interpreter for the worker (needs torch)
-    startup_timeout_s: float = 180.0    # seconds to import torch and prove isolation
-    request_timeout_s: float | None = None   # None: the job's own wall limit + margin
+    pool_size: int = 2  # jobs at once
+    queue: int = 32  # jobs waiting beyond those; more -> RunnerBusy
+    backend: str = "sandbox"  # "sandbox" (bwrap + namespaces) or "docker"
+    python: str = sys.executable  # interpreter for the worker (needs torch)
+    startup_timeout_s: float = 180.0  # seconds to import torch and prove isolation
+    request_timeout_s: float | None = None  # None: the job's own wall limit + margin
     # Extra variables for the worker, e.g. {"RUNNER_BWRAP": "/usr/bin/bwrap"}.
     # Only these, PATH and LANG reach it: never the bot's environment.
     env: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "RunnerConfig":
+    def from_env(cls, env: Mapping[str, str] | None = None) -> RunnerConfig:
         env = os.environ if env is None else env
         kw: dict[str, Any] = {}
         if env.get("RUNNER_POOL"):
@@ -66,15 +80,13 @@ class RunnerConfig:
             kw["backend"] = env["RUNNER_BACKEND"]
         if env.get("RUNNER_STARTUP_TIMEOUT"):
             kw["startup_timeout_s"] = float(env["RUNNER_STARTUP_TIMEOUT"])
-        kw["env"] = {k: v for k, v in env.items()
-                     if k in ("RUNNER_BWRAP", "RUNNER_SANDBOX_UID", "RUNNER_DOCKER_IMAGE")}
+        kw["env"] = {k: v for k, v in env.items() if k in ("RUNNER_BWRAP", "RUNNER_SANDBOX_UID", "RUNNER_DOCKER_IMAGE")}
         return cls(**kw)
 
 
 def worker_env(config: RunnerConfig) -> dict[str, str]:
     """The worker's whole environment: nothing secret, nothing inherited."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
-           "PYTHONPATH": PACKAGE_PARENT}
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "PYTHONPATH": PACKAGE_PARENT}
     if os.environ.get("DOCKER_HOST") and config.backend == "docker":
         env["DOCKER_HOST"] = os.environ["DOCKER_HOST"]
     env.update(config.env)
@@ -91,7 +103,7 @@ class _Opener:
     def __await__(self):
         return self._factory().__await__()
 
-    async def __aenter__(self) -> "RunnerClient":
+    async def __aenter__(self) -> RunnerClient:
         self._client = await self._factory()
         return self._client
 
@@ -101,8 +113,9 @@ class _Opener:
 
 
 class RunnerClient:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 config: RunnerConfig | None = None) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, config: RunnerConfig | None = None
+    ) -> None:
         self._reader, self._writer = reader, writer
         self._config = config or RunnerConfig()
         self._ids = itertools.count(1)
@@ -118,20 +131,24 @@ class RunnerClient:
     @classmethod
     def connect(cls, address: str, timeout: float = 10.0) -> _Opener:
         """A runner already running at ``unix:///path``, a path, or ``tcp://host:port``."""
+
         async def open_() -> RunnerClient:
             kind, where = protocol.parse_address(address)
             try:
                 if kind == "unix":
                     r, w = await asyncio.wait_for(
-                        asyncio.open_unix_connection(where, limit=protocol.MAX_FRAME + 8), timeout)
+                        asyncio.open_unix_connection(where, limit=protocol.MAX_FRAME + 8), timeout
+                    )
                 else:
                     r, w = await asyncio.wait_for(
-                        asyncio.open_connection(*where, limit=protocol.MAX_FRAME + 8), timeout)
-            except (OSError, asyncio.TimeoutError) as e:
+                        asyncio.open_connection(*where, limit=protocol.MAX_FRAME + 8), timeout
+                    )
+            except (TimeoutError, OSError) as e:
                 raise RunnerClosed(f"cannot reach the runner at {address}: {e}") from None
             client = cls(r, w)
             client.info = await client.request({"op": "info"})
             return client
+
         return _Opener(open_)
 
     @classmethod
@@ -143,13 +160,31 @@ class RunnerClient:
             tmpdir = tempfile.mkdtemp(prefix="coursebot-runner-")
             os.chmod(tmpdir, 0o700)
             sock = os.path.join(tmpdir, "runner.sock")
-            argv = [config.python, "-m", "runner", "serve", "--socket", sock,
-                    "--pool", str(config.pool_size), "--queue", str(config.queue),
-                    "--backend", config.backend, "--watch-stdin",
-                    "--startup-timeout", str(config.startup_timeout_s)]
+            argv = [
+                config.python,
+                "-m",
+                "runner",
+                "serve",
+                "--socket",
+                sock,
+                "--pool",
+                str(config.pool_size),
+                "--queue",
+                str(config.queue),
+                "--backend",
+                config.backend,
+                "--watch-stdin",
+                "--startup-timeout",
+                str(config.startup_timeout_s),
+            ]
             proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                env=worker_env(config), cwd="/", limit=1 << 20)
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                env=worker_env(config),
+                cwd="/",
+                limit=1 << 20,
+            )
             try:
                 line = await asyncio.wait_for(_ready_line(proc), config.startup_timeout_s + 30)
             except BaseException:
@@ -167,18 +202,28 @@ class RunnerClient:
             r, w = await asyncio.open_unix_connection(sock, limit=protocol.MAX_FRAME + 8)
             client = cls(r, w, config)
             client._proc, client._tmpdir = proc, tmpdir
-            client.info = json.loads(line[len("READY "):])
+            client.info = json.loads(line[len("READY ") :])
             return client
+
         return _Opener(open_)
 
     # --- requests ----------------------------------------------------------
-    async def run(self, code: str, limits: Limits | Mapping[str, Any] | None = None,
-                  checks: ExerciseChecks | None = None, seed: int | None = None) -> RunResult:
+    async def run(
+        self,
+        code: str,
+        limits: Limits | Mapping[str, Any] | None = None,
+        checks: ExerciseChecks | None = None,
+        seed: int | None = None,
+    ) -> RunResult:
         """Run one snippet; a RunResult whatever the code does.  Raises only
         RunnerError subclasses (RunnerBusy when full, SandboxUnavailable, ...)."""
         lim = limits.to_dict() if isinstance(limits, Limits) else (dict(limits) if limits else None)
-        msg: dict[str, Any] = {"op": "run", "code": code, "limits": lim,
-                               "checks": checks.to_dict() if checks is not None else None}
+        msg: dict[str, Any] = {
+            "op": "run",
+            "code": code,
+            "limits": lim,
+            "checks": checks.to_dict() if checks is not None else None,
+        }
         if seed is not None:
             msg["seed"] = seed
         timeout = self._config.request_timeout_s
@@ -204,7 +249,7 @@ class RunnerClient:
                 except (ConnectionError, RuntimeError) as e:
                     raise RunnerClosed(f"lost the runner: {e}") from None
             reply = await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise RunnerError(f"the runner did not answer in {timeout:.0f} s") from None
         finally:
             self._pending.pop(rid, None)
@@ -250,17 +295,17 @@ class RunnerClient:
             await self._writer.wait_closed()
         if self._proc is not None:
             if self._proc.stdin is not None:
-                self._proc.stdin.close()        # the worker sees EOF and shuts down
+                self._proc.stdin.close()  # the worker sees EOF and shuts down
             try:
                 await asyncio.wait_for(self._proc.wait(), 10.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 with contextlib.suppress(ProcessLookupError):
                     self._proc.kill()
                 await self._proc.wait()
         if self._tmpdir:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
 
-    async def __aenter__(self) -> "RunnerClient":
+    async def __aenter__(self) -> RunnerClient:
         return self
 
     async def __aexit__(self, *exc) -> None:
@@ -280,7 +325,7 @@ async def _ready_line(proc: asyncio.subprocess.Process) -> str:
 
 
 def _error_from_line(line: str) -> RunnerError:
-    body = line[len("ERROR "):]
+    body = line[len("ERROR ") :]
     name, _, message = body.partition(": ")
     cls = BY_NAME.get(name)
     if cls is None:

@@ -86,16 +86,16 @@ def split_report(stderr: bytes) -> tuple[bytes, bytes | None]:
 
 @dataclass(frozen=True)
 class DockerConfig:
-    image: str = "coursebot-runner:latest"   # must contain python3 and torch
+    image: str = "coursebot-runner:latest"  # must contain python3 and torch
     python: str = "python3"
-    user: str = "65534:65534"                # never root in the container
-    pool_size: int = 2                       # containers at once
+    user: str = "65534:65534"  # never root in the container
+    pool_size: int = 2  # containers at once
     queue: int = 32
     limits: Limits = DEFAULT
-    base_url: str | None = None              # None: DOCKER_HOST or the default socket
+    base_url: str | None = None  # None: DOCKER_HOST or the default socket
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> "DockerConfig":
+    def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> DockerConfig:
         env = dict(os.environ if env is None else env)
         kw: dict[str, Any] = {}
         if env.get("RUNNER_DOCKER_IMAGE"):
@@ -106,8 +106,9 @@ class DockerConfig:
         return cls(**kw)
 
 
-def container_config(code: str, limits: Limits, cfg: DockerConfig, seed: int = 0,
-                     spec: dict[str, Any] | None = None) -> dict[str, Any]:
+def container_config(
+    code: str, limits: Limits, cfg: DockerConfig, seed: int = 0, spec: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Keyword arguments for ``client.containers.create`` (pure, testable).
 
     ``spec`` (grading.job_spec) makes it a graded job: expressions and a nonce, no expectations.
@@ -120,16 +121,15 @@ def container_config(code: str, limits: Limits, cfg: DockerConfig, seed: int = 0
         "command": [cfg.python, "-I", "-B", "-c", BOOT, code, str(seed), *graded],
         "user": cfg.user,
         "working_dir": "/sandbox",
-        "environment": {"HOME": "/sandbox", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
-                        "PYTHONDONTWRITEBYTECODE": "1"},
+        "environment": {"HOME": "/sandbox", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"},
         "network_mode": "none",
         "network_disabled": True,
         "read_only": True,
         "tmpfs": {"/sandbox": tmpfs_opts, "/tmp": tmpfs_opts, "/dev/shm": tmpfs_opts},
         "mem_limit": limits.memory_bytes,
-        "memswap_limit": limits.memory_bytes,        # = mem_limit: no swap
+        "memswap_limit": limits.memory_bytes,  # = mem_limit: no swap
         "pids_limit": limits.max_processes,
-        "nano_cpus": 1_000_000_000,                  # one core
+        "nano_cpus": 1_000_000_000,  # one core
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges:true"],
         "ipc_mode": "none",
@@ -146,8 +146,9 @@ def container_config(code: str, limits: Limits, cfg: DockerConfig, seed: int = 0
     }
 
 
-def classify(exit_code: int | None, oom_killed: bool, timed_out: bool, truncated: bool,
-             stderr: str) -> tuple[str, int | None, int | None]:
+def classify(
+    exit_code: int | None, oom_killed: bool, timed_out: bool, truncated: bool, stderr: str
+) -> tuple[str, int | None, int | None]:
     """(status, exit_code, signal) from what Docker reports.  Pure."""
     if truncated:
         return "output_limit", exit_code, None
@@ -161,6 +162,7 @@ def classify(exit_code: int | None, oom_killed: bool, timed_out: bool, truncated
     if exit_code:
         tail = stderr.strip().splitlines()[-1:] or [""]
         from .pool import MEMORY_ERROR_MARKERS
+
         if any(m in tail[0] for m in MEMORY_ERROR_MARKERS):
             return "memory_limit", exit_code, None
         return "error", exit_code, None
@@ -174,24 +176,30 @@ class DockerBackend:
         self._sem = asyncio.Semaphore(self.config.pool_size)
         self._waiting = 0
 
-    async def start(self) -> "DockerBackend":
+    async def start(self) -> DockerBackend:
         try:
             import docker  # optional dependency
         except ImportError:
             raise SandboxUnavailable("the docker backend needs the docker SDK: pip install docker") from None
         try:
-            self.client = (docker.DockerClient(base_url=self.config.base_url) if self.config.base_url
-                           else docker.from_env())
+            self.client = (
+                docker.DockerClient(base_url=self.config.base_url) if self.config.base_url else docker.from_env()
+            )
             await asyncio.to_thread(self.client.ping)
-        except Exception as e:  # noqa: BLE001 - any failure means: no engine
+        except Exception as e:
             raise SandboxUnavailable(f"no Docker engine reachable: {e}") from None
         return self
 
     def stats(self) -> dict[str, Any]:
         return {"backend": "docker", "size": self.config.pool_size, "image": self.config.image}
 
-    async def run(self, code: str, limits: Limits | dict | None = None,
-                  checks: grading.ExerciseChecks | None = None, seed: int | None = None) -> RunResult:
+    async def run(
+        self,
+        code: str,
+        limits: Limits | dict | None = None,
+        checks: grading.ExerciseChecks | None = None,
+        seed: int | None = None,
+    ) -> RunResult:
         if checks is not None and not isinstance(checks, grading.ExerciseChecks):
             raise InvalidRequest("checks must be an ExerciseChecks")
         if self.client is None:
@@ -211,8 +219,9 @@ class DockerBackend:
         outcomes, passed = grading.verify(checks, res.status, report, nonce, reference_values)
         return dataclasses.replace(res, checks=outcomes, passed=passed)
 
-    async def _job(self, code: str, lim: Limits, seed: int,
-                   checks: grading.ExerciseChecks | None) -> tuple[RunResult, bytes | None, str | None]:
+    async def _job(
+        self, code: str, lim: Limits, seed: int, checks: grading.ExerciseChecks | None
+    ) -> tuple[RunResult, bytes | None, str | None]:
         if self._sem.locked() and self._waiting >= self.config.queue:
             raise RunnerBusy("all containers busy and the queue is full")
         nonce = grading.new_nonce() if checks is not None else None
@@ -228,8 +237,9 @@ class DockerBackend:
         finally:
             self._sem.release()
 
-    def _run_sync(self, code: str, lim: Limits, seed: int,
-                  spec: dict[str, Any] | None) -> tuple[RunResult, bytes | None]:
+    def _run_sync(
+        self, code: str, lim: Limits, seed: int, spec: dict[str, Any] | None
+    ) -> tuple[RunResult, bytes | None]:
         cont = self.client.containers.create(**container_config(code, lim, self.config, seed, spec))
         t0 = time.monotonic()
         timed_out = False
@@ -238,7 +248,7 @@ class DockerBackend:
             try:
                 state = cont.wait(timeout=lim.wall_time_s)
                 exit_code = state.get("StatusCode")
-            except Exception:  # noqa: BLE001 - requests' timeout
+            except Exception:
                 timed_out = True
                 exit_code = None
                 cont.kill()
@@ -247,12 +257,12 @@ class DockerBackend:
             err = cont.logs(stdout=False, stderr=True)
             cont.reload()
             oom = bool(cont.attrs.get("State", {}).get("OOMKilled"))
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             raise JobFailed(f"docker job failed: {e}") from None
         finally:
             try:
                 cont.remove(force=True)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         err, report = split_report(err) if spec is not None else (err, None)
         truncated = len(out) + len(err) > lim.output_bytes
@@ -260,13 +270,20 @@ class DockerBackend:
         err = err[: max(0, lim.output_bytes - len(out))]
         stderr = err.decode("utf-8", "replace")
         status, code_, sig = classify(exit_code, oom, timed_out, truncated, stderr)
-        result = RunResult(status=status, stdout=out.decode("utf-8", "replace"), stderr=stderr,
-                           exit_code=code_, signal=sig, duration_ms=round(duration, 3), truncated=truncated)
+        result = RunResult(
+            status=status,
+            stdout=out.decode("utf-8", "replace"),
+            stderr=stderr,
+            exit_code=code_,
+            signal=sig,
+            duration_ms=round(duration, 3),
+            truncated=truncated,
+        )
         return result, report
 
     async def close(self) -> None:
         if self.client is not None:
             try:
                 self.client.close()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass

@@ -39,6 +39,5 @@ class InvalidRequest(RunnerError):
 # re-raises the matching class (unknown names become a plain RunnerError).
 BY_NAME: dict[str, type[RunnerError]] = {
     cls.__name__: cls
-    for cls in (RunnerError, SandboxUnavailable, RunnerBusy, ProtocolError,
-                RunnerClosed, JobFailed, InvalidRequest)
+    for cls in (RunnerError, SandboxUnavailable, RunnerBusy, ProtocolError, RunnerClosed, JobFailed, InvalidRequest)
 }

@@ -49,15 +49,16 @@ import json
 import math
 import os
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import InvalidRequest
 from .result import CheckOutcome
 
 KINDS = ("equal", "close", "shape", "dtype", "true")
-MAX_REPORT = 1 << 20          # bytes of a report the runner will read
-MAX_ELEMENTS = 10_000         # tensor elements / list items extracted per value
+MAX_REPORT = 1 << 20  # bytes of a report the runner will read
+MAX_ELEMENTS = 10_000  # tensor elements / list items extracted per value
 MAX_DEPTH = 6
 MAX_STR = 2_000
 
@@ -65,12 +66,12 @@ MAX_STR = 2_000
 @dataclass(frozen=True)
 class Check:
     id: str
-    expr: str                          # evaluated in the learner's namespace (in the sandbox)
-    kind: str = "close"                # how extracted and expected values are compared
-    expect: Any = None                 # plain data; None with a reference = "take the reference's"
+    expr: str  # evaluated in the learner's namespace (in the sandbox)
+    kind: str = "close"  # how extracted and expected values are compared
+    expect: Any = None  # plain data; None with a reference = "take the reference's"
     rtol: float = 1e-5
     atol: float = 1e-6
-    message_key: str = ""              # locale key on failure ("" = generic per reason)
+    message_key: str = ""  # locale key on failure ("" = generic per reason)
     pass_key: str = "checks.passed"
 
     def __post_init__(self) -> None:
@@ -80,12 +81,19 @@ class Check:
             raise InvalidRequest("a check needs an id and an expression")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "expr": self.expr, "kind": self.kind, "expect": self.expect,
-                "rtol": self.rtol, "atol": self.atol, "message_key": self.message_key,
-                "pass_key": self.pass_key}
+        return {
+            "id": self.id,
+            "expr": self.expr,
+            "kind": self.kind,
+            "expect": self.expect,
+            "rtol": self.rtol,
+            "atol": self.atol,
+            "message_key": self.message_key,
+            "pass_key": self.pass_key,
+        }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Check":
+    def from_dict(cls, d: Mapping[str, Any]) -> Check:
         known = {"id", "expr", "kind", "expect", "rtol", "atol", "message_key", "pass_key"}
         return cls(**{k: v for k, v in d.items() if k in known})
 
@@ -111,18 +119,17 @@ class ExerciseChecks:
 
     @property
     def needs_reference(self) -> bool:
-        return self.reference is not None and any(
-            c.expect is None and c.kind != "true" for c in self.checks)
+        return self.reference is not None and any(c.expect is None and c.kind != "true" for c in self.checks)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"checks": [c.to_dict() for c in self.checks], "reference": self.reference,
-                "seed": self.seed}
+        return {"checks": [c.to_dict() for c in self.checks], "reference": self.reference, "seed": self.seed}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "ExerciseChecks":
+    def from_dict(cls, d: Mapping[str, Any]) -> ExerciseChecks:
         try:
-            return cls(checks=tuple(Check.from_dict(c) for c in d["checks"]),
-                       reference=d.get("reference"), seed=d.get("seed"))
+            return cls(
+                checks=tuple(Check.from_dict(c) for c in d["checks"]), reference=d.get("reference"), seed=d.get("seed")
+            )
         except (KeyError, TypeError) as e:
             raise InvalidRequest(f"malformed checks: {e}") from None
 
@@ -146,21 +153,45 @@ def capture_pristine() -> None:
     import builtins
 
     import torch
+
     B = torch._C.TensorBase
     _P.update(
-        type=builtins.type, isinstance=builtins.isinstance, eval=builtins.eval,
-        compile=builtins.compile, len=builtins.len, str=builtins.str, repr=builtins.repr,
-        int=builtins.int, float=builtins.float, bool=builtins.bool, list=builtins.list,
-        tuple=builtins.tuple, dict=builtins.dict, range=builtins.range, zip=builtins.zip,
+        type=builtins.type,
+        isinstance=builtins.isinstance,
+        eval=builtins.eval,
+        compile=builtins.compile,
+        len=builtins.len,
+        str=builtins.str,
+        repr=builtins.repr,
+        int=builtins.int,
+        float=builtins.float,
+        bool=builtins.bool,
+        list=builtins.list,
+        tuple=builtins.tuple,
+        dict=builtins.dict,
+        range=builtins.range,
+        zip=builtins.zip,
         memoryview=builtins.memoryview,
-        dumps=json.dumps, write=os.write, close=os.close,
-        Tensor=torch.Tensor, Parameter=torch.nn.Parameter, dtype=torch.dtype, Size=torch.Size,
-        tolist=B.tolist, detach=B.detach, numel=B.numel, flatten=B.flatten,
-        is_complex=B.is_complex, cpu=B.cpu,
-        g_grad=B.__dict__["grad"].__get__, g_rg=B.__dict__["requires_grad"].__get__,
-        g_leaf=B.__dict__["is_leaf"].__get__, g_fn=B.__dict__["grad_fn"].__get__,
+        dumps=json.dumps,
+        write=os.write,
+        close=os.close,
+        Tensor=torch.Tensor,
+        Parameter=torch.nn.Parameter,
+        dtype=torch.dtype,
+        Size=torch.Size,
+        tolist=B.tolist,
+        detach=B.detach,
+        numel=B.numel,
+        flatten=B.flatten,
+        is_complex=B.is_complex,
+        cpu=B.cpu,
+        g_grad=B.__dict__["grad"].__get__,
+        g_rg=B.__dict__["requires_grad"].__get__,
+        g_leaf=B.__dict__["is_leaf"].__get__,
+        g_fn=B.__dict__["grad_fn"].__get__,
         g_retains=B.__dict__["retains_grad"].__get__,
-        g_shape=B.__dict__["shape"].__get__, g_dtype=B.__dict__["dtype"].__get__,
+        g_shape=B.__dict__["shape"].__get__,
+        g_dtype=B.__dict__["dtype"].__get__,
         no_tf=torch._C.DisableTorchFunction,
         tf_modes=getattr(torch._C, "_len_torch_function_stack", lambda: 0),
         td_modes=getattr(torch._C, "_len_torch_dispatch_stack", lambda: 0),
@@ -171,9 +202,12 @@ def _tensor(t: Any, depth: int) -> dict[str, Any]:
     P = _P
     shape = P["list"](P["g_shape"](t))
     dtype = P["str"](P["g_dtype"](t)).replace("torch.", "")
-    out: dict[str, Any] = {"shape": shape, "dtype": dtype,
-                           "requires_grad": P["bool"](P["g_rg"](t)),
-                           "is_leaf": P["bool"](P["g_leaf"](t))}
+    out: dict[str, Any] = {
+        "shape": shape,
+        "dtype": dtype,
+        "requires_grad": P["bool"](P["g_rg"](t)),
+        "is_leaf": P["bool"](P["g_leaf"](t)),
+    }
     fn = P["g_fn"](t)
     out["grad_fn"] = None if fn is None else P["str"](P["type"](fn).__name__)
     n = P["numel"](t)
@@ -231,7 +265,7 @@ def extract(ns: dict[str, Any], exprs: Mapping[str, str]) -> dict[str, Any]:
             with P["no_tf"]():
                 v = P["eval"](P["compile"](expr, "<check>", "eval", dont_inherit=True), ns)
                 values[cid] = _value(v)
-        except BaseException as e:  # noqa: BLE001 - an error is a (failing) value
+        except BaseException as e:
             try:
                 values[cid] = {"__error__": P["str"](P["type"](e).__name__)[:100]}
             except BaseException:
@@ -244,7 +278,7 @@ def write_report(fd: int, ns: dict[str, Any], spec: Mapping[str, Any]) -> None:
     try:
         values = extract(ns, spec["exprs"])
         data = P["dumps"]({"nonce": spec["nonce"], "values": values}).encode()
-    except BaseException:   # noqa: BLE001
+    except BaseException:
         data = b'{"bad": true}'
     try:
         view = P["memoryview"](data)
@@ -258,6 +292,7 @@ def write_report(fd: int, ns: dict[str, Any], spec: Mapping[str, Any]) -> None:
 
 # --- outside the sandbox: the verdict (pure) --------------------------------
 
+
 def parse_report(raw: bytes, nonce: str) -> dict[str, Any] | None:
     """The values of a well-formed report carrying our nonce, else None."""
     if not raw or len(raw) > MAX_REPORT:
@@ -265,7 +300,7 @@ def parse_report(raw: bytes, nonce: str) -> dict[str, Any] | None:
     try:
         msg = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
-        return None   # includes junk or two reports written back to back
+        return None  # includes junk or two reports written back to back
     if not isinstance(msg, dict) or set(msg) != {"nonce", "values"}:
         return None
     if not isinstance(msg["nonce"], str) or not secrets.compare_digest(msg["nonce"], nonce):
@@ -292,7 +327,7 @@ def _shape_of(v: Any) -> list[int] | None:
         inner = _shape_of(v[0])
         if inner is None or any(_shape_of(x) != inner for x in v[1:]):
             return None
-        return [len(v)] + inner
+        return [len(v), *inner]
     return None
 
 
@@ -311,7 +346,7 @@ def _close(a: Any, b: Any, rtol: float, atol: float) -> bool:
     if isinstance(a, bool) and isinstance(b, bool):
         return a == b
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_close(x, y, rtol, atol) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_close(x, y, rtol, atol) for x, y in zip(a, b, strict=False))
     return False
 
 
@@ -320,10 +355,10 @@ def _strict_eq(a: Any, b: Any) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a == b
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_strict_eq(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_strict_eq(x, y) for x, y in zip(a, b, strict=False))
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_strict_eq(a[k], b[k]) for k in a)
-    return type(a) is type(b) and a == b or (_is_num(a) and _is_num(b) and a == b)
+    return (type(a) is type(b) and a == b) or (_is_num(a) and _is_num(b) and a == b)
 
 
 def _summary(v: Any, limit: int = 80) -> str:
@@ -408,8 +443,13 @@ def compare(check: Check, got: Any, expected: Any) -> tuple[bool, str, dict[str,
     return False, fail_key or "checks.mismatch", {"expr": check.expr, "got": _summary(got)}
 
 
-def verify(checks: ExerciseChecks, status: str, raw_report: bytes | None, nonce: str,
-           reference_values: Mapping[str, Any] | None = None) -> tuple[tuple[CheckOutcome, ...], bool]:
+def verify(
+    checks: ExerciseChecks,
+    status: str,
+    raw_report: bytes | None,
+    nonce: str,
+    reference_values: Mapping[str, Any] | None = None,
+) -> tuple[tuple[CheckOutcome, ...], bool]:
     """All outcomes and the overall verdict.  Pure: no I/O, no torch."""
     values = parse_report(raw_report or b"", nonce) if status == "ok" else None
     outcomes = []

@@ -23,7 +23,7 @@ import ctypes
 
 MADV_HUGEPAGE = 14
 MADV_COLLAPSE = 25
-HUGE = 2 << 20          # bytes in a PMD-sized page on x86_64 and arm64 (4 KiB base pages)
+HUGE = 2 << 20  # bytes in a PMD-sized page on x86_64 and arm64 (4 KiB base pages)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
@@ -38,7 +38,7 @@ def anonymous_ranges(maps: str) -> list[tuple[int, int]]:
             continue
         name = parts[5] if len(parts) > 5 else ""
         if name not in ("", "[heap]"):
-            continue           # files, stacks, vdso: not ours to remap
+            continue  # files, stacks, vdso: not ours to remap
         start, end = (int(x, 16) for x in parts[0].split("-"))
         lo = (start + HUGE - 1) & ~(HUGE - 1)
         hi = end & ~(HUGE - 1)

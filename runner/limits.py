@@ -7,8 +7,9 @@ for other values per job (``Limits.from_dict``), but never above ``MAXIMUM``.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import InvalidRequest
 
@@ -51,7 +52,7 @@ class Limits:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None, base: "Limits | None" = None) -> "Limits":
+    def from_dict(cls, data: Mapping[str, Any] | None, base: Limits | None = None) -> Limits:
         """Defaults (or ``base``) overridden by ``data``, clamped to ``MAXIMUM``."""
         base = base or DEFAULT
         if not data:
@@ -63,7 +64,7 @@ class Limits:
         merged = dataclasses.replace(base, **dict(data))
         return merged.clamped()
 
-    def clamped(self, maximum: "Limits | None" = None) -> "Limits":
+    def clamped(self, maximum: Limits | None = None) -> Limits:
         maximum = maximum or MAXIMUM
         values = {}
         for f in dataclasses.fields(self):

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 
-CHUNK = 65536            # bytes per read(): a pipe's default capacity
-READS_PER_PUMP = 4       # reads per call, so a writer that never stops cannot starve the loop
+CHUNK = 65536  # bytes per read(): a pipe's default capacity
+READS_PER_PUMP = 4  # reads per call, so a writer that never stops cannot starve the loop
 
 
 class Budget:
@@ -26,15 +26,15 @@ class Budget:
 class Stream:
     """The read end of a pipe (made non-blocking) and what was kept from it."""
 
-    __slots__ = ("fd", "budget", "data", "overflow", "eof")
+    __slots__ = ("budget", "data", "eof", "fd", "overflow")
 
     def __init__(self, fd: int, budget: Budget) -> None:
         os.set_blocking(fd, False)
         self.fd = fd
         self.budget = budget
         self.data = bytearray()
-        self.overflow = False    # more arrived than the budget allowed; the rest was dropped
-        self.eof = False         # every writer is gone
+        self.overflow = False  # more arrived than the budget allowed; the rest was dropped
+        self.eof = False  # every writer is gone
 
     def pump(self, reads: int | None = READS_PER_PUMP) -> None:
         """Take what the pipe holds now: ``reads`` chunks at most (None: until it is empty)."""

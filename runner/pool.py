@@ -34,28 +34,35 @@ from .result import RunResult
 
 log = logging.getLogger("runner.pool")
 
-MEMORY_ERROR_MARKERS = ("MemoryError", "can't allocate memory", "DefaultCPUAllocator",
-                        "not enough memory", "std::bad_alloc")
-SETUP_TIMEOUT_S = 15.0     # seconds for a job's sandbox to get ready (not learner time)
-DONE_BYTES = 4096          # bytes of the "done" message a job may write (more: not a valid one)
-FIX_HINT = ("to fix the host: install bubblewrap (apt-get install -y bubblewrap), enable "
-            "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; "
-            "sysctl user.max_user_namespaces=15000; on Ubuntu also "
-            "sysctl kernel.apparmor_restrict_unprivileged_userns=0), and give the runner "
-            "write access to its cgroup (pids + memory controllers)")
+MEMORY_ERROR_MARKERS = (
+    "MemoryError",
+    "can't allocate memory",
+    "DefaultCPUAllocator",
+    "not enough memory",
+    "std::bad_alloc",
+)
+SETUP_TIMEOUT_S = 15.0  # seconds for a job's sandbox to get ready (not learner time)
+DONE_BYTES = 4096  # bytes of the "done" message a job may write (more: not a valid one)
+FIX_HINT = (
+    "to fix the host: install bubblewrap (apt-get install -y bubblewrap), enable "
+    "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; "
+    "sysctl user.max_user_namespaces=15000; on Ubuntu also "
+    "sysctl kernel.apparmor_restrict_unprivileged_userns=0), and give the runner "
+    "write access to its cgroup (pids + memory controllers)"
+)
 
 
 @dataclass(frozen=True)
 class PoolConfig:
-    size: int = 2                 # jobs running at once (a 2-core host: 2)
-    queue: int = 32               # jobs allowed to wait for a slot; one more -> RunnerBusy
-    limits: Limits = DEFAULT      # default limits of a job
+    size: int = 2  # jobs running at once (a 2-core host: 2)
+    queue: int = 32  # jobs allowed to wait for a slot; one more -> RunnerBusy
+    limits: Limits = DEFAULT  # default limits of a job
     sandbox: sandbox.SandboxConfig = field(default_factory=sandbox.SandboxConfig)
-    startup_timeout_s: float = 120.0   # seconds for the zygote to import torch
-    self_check: bool = True       # prove isolation at start; refuse to serve otherwise
+    startup_timeout_s: float = 120.0  # seconds for the zygote to import torch
+    self_check: bool = True  # prove isolation at start; refuse to serve otherwise
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> "PoolConfig":
+    def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> PoolConfig:
         env = dict(os.environ if env is None else env)
         kw: dict[str, Any] = {"sandbox": sandbox.SandboxConfig.from_env(env)}
         if env.get("RUNNER_POOL"):
@@ -101,25 +108,32 @@ class Zygote:
         self.torch_version: str | None = None
         self.alive = False
         self._waiters: dict[tuple[str, Any], asyncio.Future] = {}
-        self._stderr = deque(maxlen=60)       # its last lines, for error messages
+        self._stderr = deque(maxlen=60)  # its last lines, for error messages
         self._err: pipes.Stream | None = None
         self._ready: asyncio.Future | None = None
 
     def argv(self, ctl_fd: int) -> list[str]:
-        boot = (f"import sys; sys.path.insert(0, {sandbox.PKG_ROOT!r}); "
-                "from runner.zygote import main; main(int(sys.argv[1]))")
+        boot = (
+            f"import sys; sys.path.insert(0, {sandbox.PKG_ROOT!r}); "
+            "from runner.zygote import main; main(int(sys.argv[1]))"
+        )
         return [self.cfg.python, "-s", "-B", "-P", "-c", boot, str(ctl_fd)]
 
     async def start(self, timeout: float) -> None:
         loop = asyncio.get_running_loop()
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.plan = sandbox.plan(self.cfg, self.argv(child.fileno()), [child.fileno()],
-                                 seccomp.zygote_filter())
+        self.plan = sandbox.plan(self.cfg, self.argv(child.fileno()), [child.fileno()], seccomp.zygote_filter())
         try:
             self.proc = subprocess.Popen(
-                self.plan.argv, pass_fds=self.plan.pass_fds, stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_scrubbed_env(),
-                start_new_session=True, cwd="/")
+                self.plan.argv,
+                pass_fds=self.plan.pass_fds,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                env=_scrubbed_env(),
+                start_new_session=True,
+                cwd="/",
+            )
         finally:
             child.close()
             self.plan.close_fds()
@@ -133,12 +147,13 @@ class Zygote:
         self._ready = loop.create_future()
         try:
             msg = await asyncio.wait_for(asyncio.shield(self._ready), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await self.stop()
-            raise SandboxUnavailable(f"the sandboxed zygote did not start in {timeout:.0f} s; "
-                                     f"its stderr: {self.stderr_tail()}") from None
+            raise SandboxUnavailable(
+                f"the sandboxed zygote did not start in {timeout:.0f} s; its stderr: {self.stderr_tail()}"
+            ) from None
         self.torch_version = msg.get("torch")
-        self.plan.remove_stage()   # bwrap has made its binds; the host dir can go
+        self.plan.remove_stage()  # bwrap has made its binds; the host dir can go
 
     def stderr_tail(self) -> str:
         return " | ".join(self._stderr)[-2000:] or "(empty)"
@@ -156,6 +171,7 @@ class Zygote:
 
     def _on_ctl(self) -> None:
         from .zygote import recv_msg
+
         while self.ctl is not None:
             try:
                 msg, fds = recv_msg(self.ctl)
@@ -198,12 +214,13 @@ class Zygote:
         self._close_ctl()
         err = JobFailed(f"the sandboxed zygote died; its stderr: {self.stderr_tail()}")
         if self._ready and not self._ready.done():
-            self._ready.set_exception(SandboxUnavailable(
-                f"the sandbox failed to start: {self.stderr_tail()}; {FIX_HINT}"))
+            self._ready.set_exception(
+                SandboxUnavailable(f"the sandbox failed to start: {self.stderr_tail()}; {FIX_HINT}")
+            )
         for fut in self._waiters.values():
             if not fut.done():
                 fut.set_exception(err)
-                fut.exception()   # mark retrieved: nobody may be waiting on it any more
+                fut.exception()  # mark retrieved: nobody may be waiting on it any more
         self._waiters.clear()
 
     def expect(self, op: str, job: str) -> asyncio.Future:
@@ -219,6 +236,7 @@ class Zygote:
 
     def send(self, msg: dict, fds: list[int] = ()) -> None:
         from .zygote import send_msg
+
         if not self.alive or self.ctl is None:
             raise JobFailed("the sandboxed zygote is not running")
         for _ in range(1000):
@@ -284,7 +302,7 @@ class _Job:
             self.streams.append(stream)
             return stream
 
-        output = pipes.Budget(self.limits.output_bytes)     # stdout and stderr together
+        output = pipes.Budget(self.limits.output_bytes)  # stdout and stderr together
         self.out, self.err = pipe(output), pipe(output)
         self.done = pipe(pipes.Budget(DONE_BYTES))
         if self._want_report:
@@ -312,11 +330,10 @@ class _Job:
         """The exit the job reported on its "done" pipe, as an exit message (None: not yet)."""
         raw = bytes(self.done.data)
         try:
-            d = json.loads(raw[raw.rfind(b"{"):])    # the last message counts
+            d = json.loads(raw[raw.rfind(b"{") :])  # the last message counts
             if self.done.overflow or d.get("token") != self.token:
                 return None
-            return {"status": (int(d["exit"]) & 0xFF) << 8, "utime": float(d.get("cpu", 0.0)),
-                    "stime": 0.0}
+            return {"status": (int(d["exit"]) & 0xFF) << 8, "utime": float(d.get("cpu", 0.0)), "stime": 0.0}
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
 
@@ -355,7 +372,7 @@ class Pool:
         self.jobs_done = 0
 
     # --- lifecycle -------------------------------------------------------
-    async def start(self) -> "Pool":
+    async def start(self) -> Pool:
         problems = sandbox.host_problems(self.config.sandbox)
         if problems:
             raise SandboxUnavailable("cannot sandbox on this host: " + "; ".join(problems))
@@ -412,23 +429,33 @@ class Pool:
             self.tree.destroy()
             self.tree = None
 
-    async def __aenter__(self) -> "Pool":
+    async def __aenter__(self) -> Pool:
         return await self.start()
 
     async def __aexit__(self, *exc) -> None:
         await self.close()
 
     def stats(self) -> dict[str, Any]:
-        return {"size": self.config.size, "queue": self.config.queue, "running": self._running,
-                "waiting": self._waiting, "jobs_done": self.jobs_done,
-                "torch": self.zygote.torch_version if self.zygote else None,
-                "cgroup_version": self.tree.layout.version if self.tree else None,
-                "pids_limit_proven": self.pids_limit_proven,
-                "zygote_pid": self.zygote.proc.pid if self.zygote and self.zygote.proc else None}
+        return {
+            "size": self.config.size,
+            "queue": self.config.queue,
+            "running": self._running,
+            "waiting": self._waiting,
+            "jobs_done": self.jobs_done,
+            "torch": self.zygote.torch_version if self.zygote else None,
+            "cgroup_version": self.tree.layout.version if self.tree else None,
+            "pids_limit_proven": self.pids_limit_proven,
+            "zygote_pid": self.zygote.proc.pid if self.zygote and self.zygote.proc else None,
+        }
 
     # --- running ---------------------------------------------------------
-    async def run(self, code: str, limits: Limits | dict | None = None,
-                  checks: grading.ExerciseChecks | None = None, seed: int | None = None) -> RunResult:
+    async def run(
+        self,
+        code: str,
+        limits: Limits | dict | None = None,
+        checks: grading.ExerciseChecks | None = None,
+        seed: int | None = None,
+    ) -> RunResult:
         if self._closed or self._free is None:
             raise RunnerClosed("the pool is not running")
         if not isinstance(code, str):
@@ -461,12 +488,12 @@ class Pool:
             return self._reference_cache[key]
         nonce = grading.new_nonce()
         async with self._slot() as slot:
-            res, report = await self._run_job(slot, checks.reference, lim, seed,
-                                              grading.job_spec(checks, nonce))
+            res, report = await self._run_job(slot, checks.reference, lim, seed, grading.job_spec(checks, nonce))
         values = grading.parse_report(report or b"", nonce) if res.status == "ok" else None
         if values is None:
-            raise JobFailed(f"the exercise's reference solution did not run cleanly "
-                            f"(status {res.status}): {res.stderr[-500:]}")
+            raise JobFailed(
+                f"the exercise's reference solution did not run cleanly (status {res.status}): {res.stderr[-500:]}"
+            )
         self._reference_cache[key] = values
         while len(self._reference_cache) > 256:
             self._reference_cache.popitem(last=False)
@@ -509,7 +536,7 @@ class Pool:
             ready = await self._prepare(0)
         except asyncio.CancelledError:
             raise
-        except Exception as e:  # noqa: BLE001 - retried on the next refill
+        except Exception as e:
             log.warning("preparing a sandbox failed: %s", e)
             await asyncio.sleep(0.2)
             return
@@ -524,7 +551,7 @@ class Pool:
             return
         self._ready.append(ready)
 
-    async def _prepare(self, slot: int, tmpfs_bytes: int | None = None) -> "_Ready":
+    async def _prepare(self, slot: int, tmpfs_bytes: int | None = None) -> _Ready:
         """Fork a G for ``slot``: namespaces, mounts, into the slot's cgroup."""
         tmpfs_bytes = tmpfs_bytes or self.config.limits.tmpfs_bytes
         z = await self._ensure_zygote()
@@ -582,9 +609,9 @@ class Pool:
         self._recycling.add(task)
         task.add_done_callback(self._recycling.discard)
 
-    async def _take_ready(self, lim: Limits) -> "_Ready":
+    async def _take_ready(self, lim: Limits) -> _Ready:
         if lim.tmpfs_bytes != self.config.limits.tmpfs_bytes:
-            return await self._prepare(0, lim.tmpfs_bytes)     # rare: its own sandbox
+            return await self._prepare(0, lim.tmpfs_bytes)  # rare: its own sandbox
         deadline = time.monotonic() + SETUP_TIMEOUT_S
         while True:
             while self._ready:
@@ -592,7 +619,7 @@ class Pool:
                 self._refill()
                 if not ready.exit_fut.done():
                     return ready
-                ready.sup.close()           # died while waiting (zygote restart)
+                ready.sup.close()  # died while waiting (zygote restart)
                 self._recycle(ready.cgroup)
             self._refill()
             if self._preparing == 0:
@@ -604,11 +631,12 @@ class Pool:
                 raise JobFailed("no sandbox could be prepared in time")
             try:
                 await asyncio.wait_for(self._ready_changed.wait(), left)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 raise JobFailed("no sandbox could be prepared in time") from None
 
-    async def _run_job(self, slot: int, code: str, lim: Limits, seed: int,
-                       checks_spec: dict | None) -> tuple[RunResult, bytes | None]:
+    async def _run_job(
+        self, slot: int, code: str, lim: Limits, seed: int, checks_spec: dict | None
+    ) -> tuple[RunResult, bytes | None]:
         loop = asyncio.get_running_loop()
         ready = await self._take_ready(lim)
         cg = ready.cgroup
@@ -621,11 +649,17 @@ class Pool:
             spec_fd = os.memfd_create("job-spec", os.MFD_CLOEXEC)
             child_fds.insert(0, spec_fd)
             try:
-                spec = {"code": code, "limits": lim.to_dict(), "seed": seed, "checks": checks_spec,
-                        "done_token": job.token}
+                spec = {
+                    "code": code,
+                    "limits": lim.to_dict(),
+                    "seed": seed,
+                    "checks": checks_spec,
+                    "done_token": job.token,
+                }
                 os.write(spec_fd, json.dumps(spec).encode())
                 os.lseek(spec_fd, 0, os.SEEK_SET)
                 from .zygote import send_msg
+
                 try:
                     send_msg(sup, {"op": "job", "report": job.report is not None}, child_fds)
                 except OSError as e:
@@ -653,17 +687,17 @@ class Pool:
                 # Finished by its own account (a crash after that still shows
                 # if the exit is already in; it usually is not yet), or killed.
                 exit_msg = said_done
-            if exit_msg is None:          # timeout / output limit: it was killed
+            if exit_msg is None:  # timeout / output limit: it was killed
                 try:
                     exit_msg = await asyncio.wait_for(asyncio.shield(exit_fut), 5.0)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     raise JobFailed("the job's exit was never reported") from None
         finally:
             sup.close()
             for stream in job.streams:
                 if not stream.eof:
                     loop.remove_reader(stream.fd)
-                stream.pump(None)     # the writers are gone (killed): what is left in the pipe
+                stream.pump(None)  # the writers are gone (killed): what is left in the pipe
                 stream.close()
             if not exit_fut.done():
                 exit_fut.add_done_callback(lambda f: f.cancelled() or f.exception())
@@ -693,7 +727,7 @@ class Pool:
                     raise JobFailed("the job's sandbox did not get ready in time") from None
                 try:
                     await _Fut.readable(sup.fileno(), left)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     raise JobFailed("the job's sandbox did not get ready in time") from None
                 continue
             pid = uid = None
@@ -705,8 +739,7 @@ class Pool:
             return data, pid, uid
 
     @staticmethod
-    def _result(job: _Job, exit_msg: dict, timed_out: bool, duration_ms: float,
-                cg: cgroups.JobCgroup) -> RunResult:
+    def _result(job: _Job, exit_msg: dict, timed_out: bool, duration_ms: float, cg: cgroups.JobCgroup) -> RunResult:
         status_word = int(exit_msg.get("status", 0))
         cpu_s = float(exit_msg.get("utime", 0.0)) + float(exit_msg.get("stime", 0.0))
         exit_code = sig = None
@@ -732,17 +765,26 @@ class Pool:
             status = "memory_limit" if any(m in tail[0] for m in MEMORY_ERROR_MARKERS) else "error"
         else:
             status = "ok"
-        return RunResult(status=status, stdout=job.out.data.decode("utf-8", "replace"), stderr=stderr,
-                         exit_code=exit_code, signal=sig, duration_ms=round(duration_ms, 3),
-                         truncated=job.truncated, cpu_time_ms=round(cpu_s * 1000.0, 3))
+        return RunResult(
+            status=status,
+            stdout=job.out.data.decode("utf-8", "replace"),
+            stderr=stderr,
+            exit_code=exit_code,
+            signal=sig,
+            duration_ms=round(duration_ms, 3),
+            truncated=job.truncated,
+            cpu_time_ms=round(cpu_s * 1000.0, 3),
+        )
 
     # --- proving the isolation -----------------------------------------------
     async def self_check(self) -> None:
         """Refuse to serve unless a probe job shows the isolation holds."""
         res = await self.run("print(6 * 7)")
         if res.status != "ok" or res.stdout != "42\n":
-            raise SandboxUnavailable(f"the sandbox cannot run a trivial snippet: {res.status} "
-                                     f"{res.stderr[-800:]} {self.zygote.stderr_tail() if self.zygote else ''}")
+            raise SandboxUnavailable(
+                f"the sandbox cannot run a trivial snippet: {res.status} "
+                f"{res.stderr[-800:]} {self.zygote.stderr_tail() if self.zygote else ''}"
+            )
 
         tmp = Path(tempfile.mkdtemp(prefix="coursebot-probe-"))
         plant_dir = Path(sandbox.package_dir()).parent
@@ -776,8 +818,9 @@ class Pool:
         except (ValueError, IndexError):
             raise SandboxUnavailable(f"the isolation probe failed to run: {res.status} {res.stderr[-800:]}") from None
         # /root may hold the interpreter (pyenv): only the path down to it is expected.
-        allowed_root = {Path(d).parts[2] for d in sandbox.python_binds(self.config.sandbox.python)
-                        if d.startswith("/root/")}
+        allowed_root = {
+            Path(d).parts[2] for d in sandbox.python_binds(self.config.sandbox.python) if d.startswith("/root/")
+        }
         failures = probe_failures(facts, allowed_root)
         if not failures:
             # A BOUNDED fork test (never a real bomb): 40 tries, limit 8 tasks.
@@ -787,13 +830,15 @@ class Pool:
             except (ValueError, IndexError):
                 forked = -1
             if res.status != "ok" or not 0 <= forked <= 8:
-                failures.append(f"the pids cgroup does not bind (forked {forked} of 40 with a limit of 8; "
-                                f"status {res.status})")
+                failures.append(
+                    f"the pids cgroup does not bind (forked {forked} of 40 with a limit of 8; status {res.status})"
+                )
             else:
                 self.pids_limit_proven = True
         if failures:
-            raise SandboxUnavailable("isolation check failed, refusing to run code: "
-                                     + "; ".join(failures) + f"; {FIX_HINT}")
+            raise SandboxUnavailable(
+                "isolation check failed, refusing to run code: " + "; ".join(failures) + f"; {FIX_HINT}"
+            )
 
 
 def probe_failures(facts: dict, allowed_root: set[str]) -> list[str]:
@@ -821,7 +866,7 @@ def probe_failures(facts: dict, allowed_root: set[str]) -> list[str]:
     return failures
 
 
-PROBE = r'''
+PROBE = r"""
 import os, socket, json
 def attempt(f):
     try:
@@ -845,9 +890,9 @@ facts["status"] = {{k: facts["status"][k].strip() for k in ("Uid", "NoNewPrivs",
 facts["pids"] = sorted(p for p in os.listdir("/proc") if p.isdigit())
 facts["env"] = sorted(k for k in os.environ if "TOKEN" in k or "SECRET" in k or "PASSWORD" in k)
 print(json.dumps(facts))
-'''
+"""
 
-FORK_PROBE = r'''
+FORK_PROBE = r"""
 import os, time
 kids = []
 for _ in range(40):
@@ -862,4 +907,4 @@ for _ in range(40):
 for pid in kids:
     os.waitpid(pid, 0)
 print(len(kids))
-'''
+"""

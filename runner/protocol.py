@@ -77,12 +77,12 @@ async def write_frame(writer: asyncio.StreamWriter, msg: dict[str, Any]) -> None
 def parse_address(addr: str) -> tuple[str, Any]:
     """``unix:///path`` or a bare path -> ("unix", path); ``tcp://h:p`` -> ("tcp", (h, p))."""
     if addr.startswith("unix://"):
-        path = addr[len("unix://"):]
+        path = addr[len("unix://") :]
         if not path.startswith("/"):
             raise ValueError(f"unix address needs an absolute path: {addr!r}")
         return "unix", path
     if addr.startswith("tcp://"):
-        rest = addr[len("tcp://"):]
+        rest = addr[len("tcp://") :]
         host, sep, port = rest.rpartition(":")
         if not sep or not port.isdigit():
             raise ValueError(f"tcp address needs host:port: {addr!r}")

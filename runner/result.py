@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 # Every way a job can end.  "ok" and "error" are the learner's own doing
 # (exit status 0 / non-zero or an uncaught exception); the others are limits.
@@ -25,24 +26,27 @@ class CheckOutcome:
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "passed": self.passed, "message_key": self.message_key,
-                "params": dict(self.params)}
+        return {"id": self.id, "passed": self.passed, "message_key": self.message_key, "params": dict(self.params)}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "CheckOutcome":
-        return cls(id=str(d["id"]), passed=bool(d["passed"]),
-                   message_key=str(d["message_key"]), params=dict(d.get("params") or {}))
+    def from_dict(cls, d: Mapping[str, Any]) -> CheckOutcome:
+        return cls(
+            id=str(d["id"]),
+            passed=bool(d["passed"]),
+            message_key=str(d["message_key"]),
+            params=dict(d.get("params") or {}),
+        )
 
 
 @dataclass(frozen=True)
 class RunResult:
-    status: str               # one of STATUSES
-    stdout: str               # decoded UTF-8 (undecodable bytes replaced)
-    stderr: str               # idem; a traceback shows only the learner's frames
-    exit_code: int | None     # process exit code, None when killed by a signal
-    signal: int | None        # signal number that ended the process, if any
-    duration_ms: float        # wall time of the job inside the sandbox
-    truncated: bool           # output was cut at the output limit
+    status: str  # one of STATUSES
+    stdout: str  # decoded UTF-8 (undecodable bytes replaced)
+    stderr: str  # idem; a traceback shows only the learner's frames
+    exit_code: int | None  # process exit code, None when killed by a signal
+    signal: int | None  # signal number that ended the process, if any
+    duration_ms: float  # wall time of the job inside the sandbox
+    truncated: bool  # output was cut at the output limit
     checks: tuple[CheckOutcome, ...] = ()
     # True only for a graded run (with checks) whose code ran to the end and
     # whose every check passed.  An ungraded run is never "passed".
@@ -76,11 +80,16 @@ class RunResult:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "RunResult":
+    def from_dict(cls, d: Mapping[str, Any]) -> RunResult:
         return cls(
-            status=str(d["status"]), stdout=str(d["stdout"]), stderr=str(d["stderr"]),
-            exit_code=d.get("exit_code"), signal=d.get("signal"),
-            duration_ms=float(d["duration_ms"]), truncated=bool(d["truncated"]),
+            status=str(d["status"]),
+            stdout=str(d["stdout"]),
+            stderr=str(d["stderr"]),
+            exit_code=d.get("exit_code"),
+            signal=d.get("signal"),
+            duration_ms=float(d["duration_ms"]),
+            truncated=bool(d["truncated"]),
             checks=tuple(CheckOutcome.from_dict(c) for c in d.get("checks") or ()),
-            passed=bool(d.get("passed", False)), cpu_time_ms=float(d.get("cpu_time_ms", 0.0)),
+            passed=bool(d.get("passed", False)),
+            cpu_time_ms=float(d.get("cpu_time_ms", 0.0)),
         )

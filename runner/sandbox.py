@@ -75,10 +75,10 @@ SO_PASSCRED = 16
 SCM_CREDENTIALS = 2
 
 # Paths inside the sandbox.
-WORKDIR = "/sandbox"          # the job's fresh, empty working directory
-PKG_ROOT = "/opt/coursebot"   # this package is bound read-only at PKG_ROOT/runner
+WORKDIR = "/sandbox"  # the job's fresh, empty working directory
+PKG_ROOT = "/opt/coursebot"  # this package is bound read-only at PKG_ROOT/runner
 INNER_HOSTNAME = "sandbox"
-DEFAULT_SANDBOX_UID = 63333   # an otherwise unused host uid for the sandbox when we are root
+DEFAULT_SANDBOX_UID = 63333  # an otherwise unused host uid for the sandbox when we are root
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -99,31 +99,38 @@ def setns(fd: int, nstype: int) -> None:
 
 
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    _check(_libc.mount(source.encode() if source else None, target.encode(),
-                       fstype.encode() if fstype else None, flags,
-                       data.encode() if data else None), f"mount {target}")
+    _check(
+        _libc.mount(
+            source.encode() if source else None,
+            target.encode(),
+            fstype.encode() if fstype else None,
+            flags,
+            data.encode() if data else None,
+        ),
+        f"mount {target}",
+    )
 
 
 def prctl(option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 0) -> int:
-    return _libc.prctl(option, ctypes.c_ulong(arg2), ctypes.c_ulong(arg3),
-                       ctypes.c_ulong(arg4), ctypes.c_ulong(arg5))
+    return _libc.prctl(option, ctypes.c_ulong(arg2), ctypes.c_ulong(arg3), ctypes.c_ulong(arg4), ctypes.c_ulong(arg5))
 
 
 # --- host-side configuration ----------------------------------------------
+
 
 @dataclass(frozen=True)
 class SandboxConfig:
     """Where things are on the host and who the sandbox runs as."""
 
     bwrap: str = "/usr/bin/bwrap"
-    python: str = sys.executable                 # the interpreter that runs inside
-    sandbox_uid: int = DEFAULT_SANDBOX_UID       # host uid when the runner is root
+    python: str = sys.executable  # the interpreter that runs inside
+    sandbox_uid: int = DEFAULT_SANDBOX_UID  # host uid when the runner is root
     sandbox_gid: int = DEFAULT_SANDBOX_UID
-    extra_ro_binds: tuple[str, ...] = ()         # more host paths to expose read-only
-    stage_parent: str = "/tmp"                   # where the launcher's staging dir goes (root only)
+    extra_ro_binds: tuple[str, ...] = ()  # more host paths to expose read-only
+    stage_parent: str = "/tmp"  # where the launcher's staging dir goes (root only)
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> "SandboxConfig":
+    def from_env(cls, env: dict[str, str] | None = None) -> SandboxConfig:
         env = dict(os.environ if env is None else env)
         kw: dict = {}
         if env.get("RUNNER_BWRAP"):
@@ -156,7 +163,7 @@ def python_binds(python: str) -> list[str]:
     venv = Path(os.path.abspath(python)).parent.parent
     if (venv / "pyvenv.cfg").exists():
         paths.append(str(venv))
-    spec = importlib.util.find_spec("torch")   # locates torch without importing it
+    spec = importlib.util.find_spec("torch")  # locates torch without importing it
     if spec and spec.origin:
         paths.append(str(Path(spec.origin).parent.parent))
     out: list[str] = []
@@ -179,7 +186,7 @@ def system_binds() -> tuple[list[str], list[tuple[str, str]]]:
         elif os.path.isdir(p):
             dirs.append(p)
     if os.path.isfile("/etc/ld.so.cache"):
-        dirs.append("/etc/ld.so.cache")   # a file; lets ld.so find multiarch libs
+        dirs.append("/etc/ld.so.cache")  # a file; lets ld.so find multiarch libs
     return dirs, links
 
 
@@ -193,7 +200,7 @@ class LaunchPlan:
 
     argv: list[str]
     pass_fds: list[int]
-    cleanup: list[str] = field(default_factory=list)   # host paths to remove later
+    cleanup: list[str] = field(default_factory=list)  # host paths to remove later
     close_after_spawn: list[int] = field(default_factory=list)
 
     def close_fds(self) -> None:
@@ -242,8 +249,7 @@ def sandbox_env() -> dict[str, str]:
     }
 
 
-def plan(cfg: SandboxConfig, inner_argv: list[str], extra_fds: list[int],
-         seccomp_filter: bytes | None) -> LaunchPlan:
+def plan(cfg: SandboxConfig, inner_argv: list[str], extra_fds: list[int], seccomp_filter: bytes | None) -> LaunchPlan:
     """Build the launcher + bwrap command line that runs ``inner_argv`` sandboxed.
 
     ``extra_fds`` stay open across the exec (e.g. the zygote's control socket).
@@ -251,7 +257,8 @@ def plan(cfg: SandboxConfig, inner_argv: list[str], extra_fds: list[int],
     if not os.access(cfg.bwrap, os.X_OK):
         raise SandboxUnavailable(
             f"bubblewrap not found at {cfg.bwrap}: install it (apt-get install -y bubblewrap) "
-            "or set RUNNER_BWRAP to its path")
+            "or set RUNNER_BWRAP to its path"
+        )
     as_root = os.geteuid() == 0
     uid = cfg.sandbox_uid if as_root else os.getuid()
     gid = cfg.sandbox_gid if as_root else os.getgid()
@@ -275,14 +282,23 @@ def plan(cfg: SandboxConfig, inner_argv: list[str], extra_fds: list[int],
     fds: list[int] = []
     args: list[str] = [
         cfg.bwrap,
-        "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
-        "--unshare-uts", "--unshare-cgroup-try",
-        "--die-with-parent", "--new-session",
-        "--hostname", INNER_HOSTNAME,
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+        "--hostname",
+        INNER_HOSTNAME,
         # Kept inside the sandbox's own user namespace only: the zygote needs
         # them to give each job fresh pid/mount/net namespaces and to drop
         # the bounding set; every job drops all of them before learner code.
-        "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP",
+        "--cap-add",
+        "CAP_SYS_ADMIN",
+        "--cap-add",
+        "CAP_SETPCAP",
         "--clearenv",
     ]
     for k, v in sandbox_env().items():
@@ -301,25 +317,41 @@ def plan(cfg: SandboxConfig, inner_argv: list[str], extra_fds: list[int],
         fd = _data_fd(data)
         fds.append(fd)
         args += ["--ro-bind-data", str(fd), dest]
-    args += ["--proc", "/proc", "--dev", "/dev",
-             # Mount points only: each job mounts its own tmpfs on them.
-             "--dir", "/tmp", "--dir", WORKDIR,
-             # Nothing the zygote sees is writable, so nothing a job writes
-             # outside its own tmpfs can reach the next job.
-             "--remount-ro", "/dev", "--remount-ro", "/"]
+    args += [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        # Mount points only: each job mounts its own tmpfs on them.
+        "--dir",
+        "/tmp",
+        "--dir",
+        WORKDIR,
+        # Nothing the zygote sees is writable, so nothing a job writes
+        # outside its own tmpfs can reach the next job.
+        "--remount-ro",
+        "/dev",
+        "--remount-ro",
+        "/",
+    ]
     if seccomp_filter is not None:
         fd = _data_fd(seccomp_filter)
         fds.append(fd)
         args += ["--seccomp", str(fd)]
-    args += ["--chdir", "/", "--"] + inner_argv
+    args += ["--chdir", "/", "--", *inner_argv]
 
     spec = {"argv": args, "stage_binds": stage_binds, "uid": uid, "gid": gid, "root": as_root}
-    launcher = [sys.executable, "-s", "-S", "-B", "-c",
-                "import sys; sys.path.insert(0, sys.argv[1]); "
-                "from runner.sandbox import launcher_main; launcher_main()",
-                str(Path(package_dir()).parent), json.dumps(spec)]
-    return LaunchPlan(argv=launcher, pass_fds=fds + list(extra_fds), cleanup=cleanup,
-                      close_after_spawn=fds)
+    launcher = [
+        sys.executable,
+        "-s",
+        "-S",
+        "-B",
+        "-c",
+        "import sys; sys.path.insert(0, sys.argv[1]); from runner.sandbox import launcher_main; launcher_main()",
+        str(Path(package_dir()).parent),
+        json.dumps(spec),
+    ]
+    return LaunchPlan(argv=launcher, pass_fds=fds + list(extra_fds), cleanup=cleanup, close_after_spawn=fds)
 
 
 def launcher_main() -> None:
@@ -352,6 +384,7 @@ def launcher_main() -> None:
 
 # --- host capability checks -------------------------------------------------
 
+
 def host_problems(cfg: SandboxConfig) -> list[str]:
     """Cheap static checks, each problem phrased as how to fix the host."""
     problems = []
@@ -367,13 +400,16 @@ def host_problems(cfg: SandboxConfig) -> list[str]:
         problems.append("enable unprivileged user namespaces: sysctl kernel.unprivileged_userns_clone=1")
     p = Path("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
     if p.exists() and p.read_text().strip() == "1":
-        problems.append("allow unprivileged user namespaces under AppArmor: "
-                        "sysctl kernel.apparmor_restrict_unprivileged_userns=0 "
-                        "(or an AppArmor profile for bwrap granting 'userns')")
+        problems.append(
+            "allow unprivileged user namespaces under AppArmor: "
+            "sysctl kernel.apparmor_restrict_unprivileged_userns=0 "
+            "(or an AppArmor profile for bwrap granting 'userns')"
+        )
     return problems
 
 
 # --- inside the sandbox: a job's own namespaces ----------------------------
+
 
 def enter_job(limits: Limits) -> int:
     """In a freshly forked job process (pid 2 of its own pid namespace):
@@ -385,12 +421,18 @@ def enter_job(limits: Limits) -> int:
     uid, gid = os.getuid(), os.getgid()
     size = int(limits.tmpfs_bytes)
     for target, mode in JOB_TMPFS:
-        mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV,
-              f"size={size},nr_inodes=4096,mode={mode},uid={uid},gid={gid}")
+        mount(
+            "tmpfs",
+            target,
+            "tmpfs",
+            MS_NOSUID | MS_NODEV,
+            f"size={size},nr_inodes=4096,mode={mode},uid={uid},gid={gid}",
+        )
     return size
 
 
 JOB_TMPFS = ((WORKDIR, "0755"), ("/tmp", "1777"), ("/dev/shm", "1777"))
+
 
 def send_credentials(sock: socket.socket, payload: bytes = b"hello") -> None:
     """Tell the runner our pid *as the runner sees it*: the kernel translates
@@ -414,12 +456,11 @@ class _CapHeader(ctypes.Structure):
 
 
 class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                ("inheritable", ctypes.c_uint32)]
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
 _CAPS: tuple | None = None
-_BOUNDING: tuple[int, ...] | None = None   # capabilities in the zygote's bounding set
+_BOUNDING: tuple[int, ...] | None = None  # capabilities in the zygote's bounding set
 
 
 def bounding_set(status: str) -> tuple[int, ...]:
@@ -432,7 +473,7 @@ def bounding_set(status: str) -> tuple[int, ...]:
 def prepare_job_primitives() -> None:
     """Build what jobs use, once, in the zygote (not per job)."""
     global _CAPS, _BOUNDING
-    _CAPS = (_CapHeader(0x20080522, 0), (_CapData * 2)())   # _LINUX_CAPABILITY_VERSION_3
+    _CAPS = (_CapHeader(0x20080522, 0), (_CapData * 2)())  # _LINUX_CAPABILITY_VERSION_3
     # The bounding set as bwrap left it (two capabilities): jobs drop those,
     # not all 64 numbers one by one.
     with open("/proc/self/status") as f:
@@ -444,7 +485,7 @@ def drop_capabilities() -> None:
     for cap in _BOUNDING if _BOUNDING is not None else range(64):
         if prctl(PR_CAPBSET_DROP, cap) != 0:
             err = ctypes.get_errno()
-            if err == errno.EINVAL:    # past the last capability this kernel knows
+            if err == errno.EINVAL:  # past the last capability this kernel knows
                 break
             raise OSError(err, "prctl(PR_CAPBSET_DROP)")
     prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)

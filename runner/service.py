@@ -38,8 +38,9 @@ def scrub_environment() -> None:
 
 
 class Backend(Protocol):
-    async def run(self, code: str, limits: Any = None, checks: ExerciseChecks | None = None,
-                  seed: int | None = None) -> RunResult: ...
+    async def run(
+        self, code: str, limits: Any = None, checks: ExerciseChecks | None = None, seed: int | None = None
+    ) -> RunResult: ...
     def stats(self) -> dict[str, Any]: ...
     async def close(self) -> None: ...
 
@@ -67,8 +68,13 @@ class Service:
                     break
                 n = int.from_bytes(header, "big")
                 if n > protocol.MAX_FRAME:
-                    await reply({"id": None, "ok": False, "error": _err(ProtocolError(
-                        f"frame of {n} bytes exceeds {protocol.MAX_FRAME}"))})
+                    await reply(
+                        {
+                            "id": None,
+                            "ok": False,
+                            "error": _err(ProtocolError(f"frame of {n} bytes exceeds {protocol.MAX_FRAME}")),
+                        }
+                    )
                     break
                 try:
                     body = await reader.readexactly(n)
@@ -77,8 +83,7 @@ class Service:
                 try:
                     raw = json.loads(body.decode("utf-8"))
                 except (UnicodeDecodeError, ValueError):
-                    await reply({"id": None, "ok": False,
-                                 "error": _err(ProtocolError("frame is not UTF-8 JSON"))})
+                    await reply({"id": None, "ok": False, "error": _err(ProtocolError("frame is not UTF-8 JSON"))})
                     break
                 rid = raw.get("id") if isinstance(raw, dict) else None
                 try:
@@ -106,10 +111,11 @@ class Service:
             await reply({"id": rid, "ok": False, "error": _err(e)})
         except asyncio.CancelledError:
             raise
-        except Exception as e:  # noqa: BLE001 - a bug here must not kill the service
+        except Exception as e:
             log.exception("request %s failed", rid)
-            await reply({"id": rid, "ok": False, "error": {"type": "RunnerError",
-                                                           "message": f"{type(e).__name__}: {e}"}})
+            await reply(
+                {"id": rid, "ok": False, "error": {"type": "RunnerError", "message": f"{type(e).__name__}: {e}"}}
+            )
 
     async def dispatch(self, msg: dict[str, Any]) -> Any:
         op = msg.get("op")
@@ -140,7 +146,7 @@ class Service:
             with contextlib.suppress(FileNotFoundError):
                 if stat.S_ISSOCK(os.lstat(path).st_mode):
                     os.unlink(path)
-            old = os.umask(0o177)              # the socket is ours alone (0600)
+            old = os.umask(0o177)  # the socket is ours alone (0600)
             try:
                 server = await asyncio.start_unix_server(self.handle, path=path)
             finally:
@@ -169,12 +175,12 @@ class Service:
 
 
 def _err(e: BaseException) -> dict[str, str]:
-    return {"type": type(e).__name__ if isinstance(e, RunnerError) else "RunnerError",
-            "message": str(e)}
+    return {"type": type(e).__name__ if isinstance(e, RunnerError) else "RunnerError", "message": str(e)}
 
 
-async def serve_forever(backend: Backend, addresses: list[str], ready_line: bool = True,
-                        watch_stdin: bool = False) -> None:
+async def serve_forever(
+    backend: Backend, addresses: list[str], ready_line: bool = True, watch_stdin: bool = False
+) -> None:
     """Listen until SIGTERM/SIGINT (or stdin closing, when watched)."""
     service = Service(backend)
     loop = asyncio.get_running_loop()
@@ -193,14 +199,14 @@ async def serve_forever(backend: Backend, addresses: list[str], ready_line: bool
             if not data:
                 loop.remove_reader(0)
                 stop.set()
+
         os.set_blocking(0, False)
         loop.add_reader(0, on_stdin)
     try:
         for a in addresses:
             await service.listen(a)
         if ready_line:
-            print("READY " + json.dumps({"addresses": service.addresses(), **backend.stats()}),
-                  flush=True)
+            print("READY " + json.dumps({"addresses": service.addresses(), **backend.stats()}), flush=True)
         await stop.wait()
     finally:
         await service.close()

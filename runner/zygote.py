@@ -73,8 +73,8 @@ from .limits import Limits
 
 SNIPPET = "<snippet>"
 MAX_FDS = 8
-DONE_FD = 3      # the learner process says "finished, exit code N" here
-REPORT_FD = 4    # graded runs: the extracted values (see grading.py)
+DONE_FD = 3  # the learner process says "finished, exit code N" here
+REPORT_FD = 4  # graded runs: the extracted values (see grading.py)
 
 
 def recv_msg(sock: socket.socket, bufsize: int = 65536) -> tuple[dict | None, list[int]]:
@@ -107,8 +107,9 @@ def _raw_clone(flags: int) -> int:
     """fork() with namespace flags (how nsforge is born); Python's own
     before/after-fork hooks run as for os.fork()."""
     _pythonapi.PyOS_BeforeFork()
-    pid = sandbox._libc.syscall(seccomp.SYSCALLS[seccomp.host_arch()]["clone"],
-                                ctypes.c_ulong(flags | signal.SIGCHLD), 0, 0, 0, 0)
+    pid = sandbox._libc.syscall(
+        seccomp.SYSCALLS[seccomp.host_arch()]["clone"], ctypes.c_ulong(flags | signal.SIGCHLD), 0, 0, 0, 0
+    )
     if pid == 0:
         _pythonapi.PyOS_AfterFork_Child()
     else:
@@ -121,7 +122,7 @@ def _raw_clone(flags: int) -> int:
 
 def _nsforge_main(sock: socket.socket, init_fd: int) -> None:
     """Per request on ``sock``: a new pid namespace and its init, as [nsfd, pidfd]."""
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)    # the kernel reaps our inits
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps our inits
     # Ambient capabilities would survive the inits' execve(): they get none.
     sandbox.prctl(sandbox.PR_CAP_AMBIENT, sandbox.PR_CAP_AMBIENT_CLEAR_ALL)
     init = f"/proc/self/fd/{init_fd}"
@@ -136,7 +137,7 @@ def _nsforge_main(sock: socket.socket, init_fd: int) -> None:
         pid = None
         fds: list[int] = []
         try:
-            sandbox.unshare(sandbox.CLONE_NEWPID)     # our next child is pid 1 of a new one
+            sandbox.unshare(sandbox.CLONE_NEWPID)  # our next child is pid 1 of a new one
             try:
                 pid = os.posix_spawn(init, ["init"], {})
                 # Opened through ourselves: the init is not dumpable, so its
@@ -157,13 +158,13 @@ def _nsforge_main(sock: socket.socket, init_fd: int) -> None:
 
 # --- the learner's process -------------------------------------------------
 
+
 def _trim(te: traceback.TracebackException, seen: set[int]) -> None:
     """Keep only the learner's own frames (runner and library frames go)."""
     if id(te) in seen:
         return
     seen.add(id(te))
-    te.stack = traceback.StackSummary.from_list(
-        [f for f in te.stack if f.filename == SNIPPET])
+    te.stack = traceback.StackSummary.from_list([f for f in te.stack if f.filename == SNIPPET])
     for sub in (te.__cause__, te.__context__):
         if sub is not None:
             _trim(sub, seen)
@@ -205,7 +206,7 @@ def run_snippet(source: str, checks: dict | None, report_fd: int | None) -> int:
         completed = True
     except SystemExit as e:
         exit_code = _exit_code_of(e)
-    except BaseException as e:   # noqa: BLE001 - every learner failure is data
+    except BaseException as e:
         try:
             sys.stderr.write(format_learner_exception(e))
         except Exception:
@@ -233,8 +234,7 @@ def _say_done(status: int, token: str) -> None:
     with it).  The token only keeps stray writes to fd 3 from ending the
     job by accident; learner code that finds it can only end its own job."""
     ru = resource.getrusage(resource.RUSAGE_SELF)
-    os.write(DONE_FD, json.dumps({"exit": status, "cpu": ru.ru_utime + ru.ru_stime,
-                                  "token": token}).encode())
+    os.write(DONE_FD, json.dumps({"exit": status, "cpu": ru.ru_utime + ru.ru_stime, "token": token}).encode())
 
 
 def _job_main(sup_fd: int, keep: set[int], tmpfs_bytes: int) -> None:
@@ -257,20 +257,19 @@ def _job_main(sup_fd: int, keep: set[int], tmpfs_bytes: int) -> None:
                 os.close(fd)
             except OSError:
                 pass
-        sup = socket.socket(fileno=sup_fd)    # first: a failure below is reported on it
+        sup = socket.socket(fileno=sup_fd)  # first: a failure below is reported on it
         signal.set_wakeup_fd(-1)
         # _signal.signal, not signal.signal: the latter's enum conversions are
         # code no job runs otherwise, ~0.2 ms of first-touch page faults each.
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP,
-                    signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM):
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM):
             _signal.signal(sig, _signal.SIG_DFL)
         _signal.signal(signal.SIGINT, signal.default_int_handler)
         sandbox.enter_job(Limits(tmpfs_bytes=tmpfs_bytes))
         sandbox.send_credentials(sup)
 
-        os.setsid()                       # kill(0, ...) reaches only the job's own group
+        os.setsid()  # kill(0, ...) reaches only the job's own group
         fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
-        os.write(fd, b"1000")             # the OOM killer takes the learner first
+        os.write(fd, b"1000")  # the OOM killer takes the learner first
         os.close(fd)
         sup_hi = fcntl.fcntl(sup.fileno(), fcntl.F_DUPFD_CLOEXEC, 64)
         old = sup.detach()
@@ -283,10 +282,12 @@ def _job_main(sup_fd: int, keep: set[int], tmpfs_bytes: int) -> None:
         seccomp.install(_JOB_FILTER)
         stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
         # Unbuffered: output written before a timeout or a crash still shows.
-        stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
-                                  errors="backslashreplace", write_through=True)
-        stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
-                                  errors="backslashreplace", write_through=True)
+        stdout = io.TextIOWrapper(
+            io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace", write_through=True
+        )
+        stderr = io.TextIOWrapper(
+            io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", write_through=True
+        )
 
         # --- wait for the job (the runner put us in the slot's cgroup first)
         msg, fds = recv_msg(sup)
@@ -310,17 +311,17 @@ def _job_main(sup_fd: int, keep: set[int], tmpfs_bytes: int) -> None:
         # its own job early, and a report only carries values (grading.py).
         targets = [(done_fd, DONE_FD)] + ([(report_fd, REPORT_FD)] if report_fd is not None else [])
         staged = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64) for fd, _ in targets]
-        for fd, (_, target) in zip(staged, targets):
+        for fd, (_, target) in zip(staged, targets, strict=False):
             os.dup2(fd, target, inheritable=False)
         os.closerange(3 + len(targets), sup_hi)
         os.closerange(sup_hi + 1, 1 << 20)
         sandbox.set_rlimits(limits)
         seed = int(spec["seed"])
         random.seed(seed)
-        _torch._C.default_generator.manual_seed(seed)   # CPU build: the only generator
+        _torch._C.default_generator.manual_seed(seed)  # CPU build: the only generator
         np = sys.modules.get("numpy")
         if np is not None:
-            np.random.seed(seed % (2 ** 32))
+            np.random.seed(seed % (2**32))
         sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
         sys.__stdout__, sys.__stderr__, sys.__stdin__ = stdout, stderr, stdin
         sup.close()
@@ -329,8 +330,8 @@ def _job_main(sup_fd: int, keep: set[int], tmpfs_bytes: int) -> None:
         try:
             _say_done(status, spec["done_token"])
         except OSError:
-            pass      # fd 3 closed by the learner: the runner waits for the exit instead
-    except BaseException as e:   # the machinery failed: say so on sup if still open
+            pass  # fd 3 closed by the learner: the runner waits for the exit instead
+    except BaseException as e:  # the machinery failed: say so on sup if still open
         try:
             if sup is not None:
                 sup.send(json.dumps({"error": f"{type(e).__name__}: {e}"}).encode())
@@ -351,14 +352,17 @@ def _warm_up() -> str:
     """Import torch and everything a job may touch, while still single-threaded."""
     global _torch
     import torch
+
     torch.set_num_threads(1)
     # A tensor op or two initialises the allocator and dispatcher without
     # starting threads; autograd (backward) is never touched here.
     torch.ones(2, 2) @ torch.ones(2, 2)
-    import torch.nn  # noqa: F401  (lessons use these; import cost paid once)
-    import torch.nn.functional  # noqa: F401
-    import torch.optim  # noqa: F401
-    import math, collections, itertools, functools, dataclasses, typing, pickle, copy  # noqa: F401,E401
+    import math  # noqa: F401
+
+    import torch.nn
+    import torch.nn.functional
+    import torch.optim
+
     _torch = torch
     # Seeding imports torch's per-device seeding helpers the first time:
     # pay that here, not in every job.
@@ -380,7 +384,7 @@ def main(ctl_fd: int) -> None:
 
     init_fd = nsinit.executable()
     forge_a, forge_b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    forge_pid = _raw_clone(sandbox.CLONE_NEWPID)   # before torch: nsforge stays small
+    forge_pid = _raw_clone(sandbox.CLONE_NEWPID)  # before torch: nsforge stays small
     if forge_pid == 0:
         ctl.close()
         forge_a.close()
@@ -396,8 +400,8 @@ def main(ctl_fd: int) -> None:
     # held then: re-making each one (torch has ~40) in every job is wasted.
     getattr(sys.modules.get("logging"), "_at_fork_reinit_lock_weakset", set()).clear()
     gc.collect()
-    gc.freeze()                    # jobs do not copy-on-write the heap just by collecting
-    hugepages.collapse()           # last: fork then copies ~70 PMDs, not ~36,000 PTEs
+    gc.freeze()  # jobs do not copy-on-write the heap just by collecting
+    hugepages.collapse()  # last: fork then copies ~70 PMDs, not ~36,000 PTEs
     if _threads() != 1:
         send_msg(ctl, {"op": "fatal", "error": f"zygote has {_threads()} threads after warm-up"})
         os._exit(1)
@@ -406,7 +410,7 @@ def main(ctl_fd: int) -> None:
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     keep = {ctl.fileno(), forge_a.fileno(), wake_r, wake_w}
-    jobs: dict[int, tuple[str, int]] = {}   # G pid -> (job id, a pidfd of its init)
+    jobs: dict[int, tuple[str, int]] = {}  # G pid -> (job id, a pidfd of its init)
     send_msg(ctl, {"op": "ready", "torch": version, "pid": os.getpid()})
 
     while True:
@@ -427,7 +431,7 @@ def main(ctl_fd: int) -> None:
             msg, fds = recv_msg(ctl)
         except InterruptedError:
             continue
-        if msg is None:            # the runner went away
+        if msg is None:  # the runner went away
             os._exit(0)
         op = msg.get("op")
         if op == "ping":
@@ -455,7 +459,7 @@ def _spawn(ctl, forge, msg, fds, jobs, keep) -> None:
             raise RuntimeError(f"nsforge: {reply and reply.get('error')}")
         nsfd, init = nsfds
         try:
-            sandbox.setns(nsfd, sandbox.CLONE_NEWPID)   # our next child is born in it
+            sandbox.setns(nsfd, sandbox.CLONE_NEWPID)  # our next child is born in it
             pid = os.fork()
         except BaseException:
             signal.pidfd_send_signal(init, signal.SIGKILL)
@@ -467,7 +471,7 @@ def _spawn(ctl, forge, msg, fds, jobs, keep) -> None:
             _job_main(fds[0], keep, int(msg.get("tmpfs_bytes") or _DEFAULT_LIMITS.tmpfs_bytes))
         jobs[pid] = (job, init)
         send_msg(ctl, {"op": "spawned", "job": job})
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         send_msg(ctl, {"op": "spawn_failed", "job": job, "error": f"{type(e).__name__}: {e}"})
     finally:
         for fd in fds:
@@ -492,9 +496,18 @@ def _reap(ctl, jobs) -> None:
             continue
         job, init = entry
         try:
-            signal.pidfd_send_signal(init, signal.SIGKILL)   # ends the job's pid namespace
+            signal.pidfd_send_signal(init, signal.SIGKILL)  # ends the job's pid namespace
         except ProcessLookupError:
             pass
         os.close(init)
-        send_msg(ctl, {"op": "exit", "job": job, "status": status, "utime": ru.ru_utime,
-                       "stime": ru.ru_stime, "maxrss_kb": ru.ru_maxrss})
+        send_msg(
+            ctl,
+            {
+                "op": "exit",
+                "job": job,
+                "status": status,
+                "utime": ru.ru_utime,
+                "stime": ru.ru_stime,
+                "maxrss_kb": ru.ru_maxrss,
+            },
+        )

@@ -78,5 +78,7 @@ async def answer_quiz(learner, last_slide: dict, lesson: Lesson, *, wrong: set[i
         await learner.answer_poll(poll, choice)
         # The next poll, or at the end the result with its buttons; notices may come between.
         last = index == len(lesson.quiz) - 1
-        poll = await learner.wait_message((lambda m: "reply_markup" in m) if last else (lambda m: "poll" in m), since=since)
+        poll = await learner.wait_message(
+            (lambda m: "reply_markup" in m) if last else (lambda m: "poll" in m), since=since
+        )
     return poll

@@ -13,8 +13,14 @@ KEYS = ("updates_per_s", "p50_ms", "p99_ms", "framework_updates_per_s", "overhea
 
 
 def test_quick_benchmark_prints_every_figure():
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "bot.py"), "--quick"], cwd=ROOT,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=90)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bot.py"), "--quick"],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.strip().splitlines()
     assert len(lines) == 1, done.stdout[-2000:]
@@ -26,8 +32,9 @@ def test_quick_benchmark_prints_every_figure():
         assert math.isfinite(value) and value > 0, (key, value)
     assert result["p50_ms"] <= result["p99_ms"]
     assert result["framework_p50_ms"] <= result["framework_p99_ms"]
-    assert math.isclose(result["overhead_ratio"], result["framework_updates_per_s"] / result["updates_per_s"],
-                        rel_tol=0.01)
+    assert math.isclose(
+        result["overhead_ratio"], result["framework_updates_per_s"] / result["updates_per_s"], rel_tol=0.01
+    )
     # The targets are reported, not asserted: they are for the full run on the benchmark machine.
     for key in ("overhead_ratio_ok", "p99_ok", "targets_met", "standin_bottleneck"):
         assert isinstance(result[key], bool), key

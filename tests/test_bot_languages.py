@@ -26,22 +26,88 @@ CONTENT = load_valid(LESSONS, LOCALES)
 I18N = I18n(LOCALES)
 SHIPPED = [language for language in I18N.languages if language != "en"]
 # What each learner's Telegram sends: regional codes, as phones do.
-TELEGRAM_CODE = {"ru": "ru-RU", "es": "es-419", "ja": "ja", "ar": "ar-EG", "de": "de-DE", "fr": "fr-CA",
-                 "pt_BR": "pt-br"}
-SCRIPT = {"ru": r"[а-яё]", "ja": r"[\u3040-\u30ff\u4e00-\u9fff]", "ar": r"[\u0600-\u06ff]",
-          "es": r"[a-záéíóúñ]", "de": r"[a-zäöüß]", "fr": r"[a-zéèêàç]", "pt_BR": r"[a-zãõçáéê]"}
+TELEGRAM_CODE = {
+    "ru": "ru-RU",
+    "es": "es-419",
+    "ja": "ja",
+    "ar": "ar-EG",
+    "de": "de-DE",
+    "fr": "fr-CA",
+    "pt_BR": "pt-br",
+}
+SCRIPT = {
+    "ru": r"[а-яё]",
+    "ja": r"[\u3040-\u30ff\u4e00-\u9fff]",
+    "ar": r"[\u0600-\u06ff]",
+    "es": r"[a-záéíóúñ]",
+    "de": r"[a-zäöüß]",
+    "fr": r"[a-zéèêàç]",
+    "pt_BR": r"[a-zãõçáéê]",
+}
 # English words that are not words of the other shipped languages: one of them outside code is a leftover.
 ENGLISH_ONLY = {
-    "the", "and", "you", "your", "with", "this", "that", "these", "is", "are", "what", "which", "when", "then",
-    "from", "have", "has", "not", "only", "each", "every", "into", "does", "of", "to", "it", "its", "for", "can",
-    "there", "here", "again", "send", "tap", "lesson", "lessons", "next", "back", "hint", "wrong", "right",
-    "answer", "progress", "start", "reset", "course", "well", "done", "yet", "run", "running", "try", "output",
-    "should", "would", "could",
+    "the",
+    "and",
+    "you",
+    "your",
+    "with",
+    "this",
+    "that",
+    "these",
+    "is",
+    "are",
+    "what",
+    "which",
+    "when",
+    "then",
+    "from",
+    "have",
+    "has",
+    "not",
+    "only",
+    "each",
+    "every",
+    "into",
+    "does",
+    "of",
+    "to",
+    "it",
+    "its",
+    "for",
+    "can",
+    "there",
+    "here",
+    "again",
+    "send",
+    "tap",
+    "lesson",
+    "lessons",
+    "next",
+    "back",
+    "hint",
+    "wrong",
+    "right",
+    "answer",
+    "progress",
+    "start",
+    "reset",
+    "course",
+    "well",
+    "done",
+    "yet",
+    "run",
+    "running",
+    "try",
+    "output",
+    "should",
+    "would",
+    "could",
 }
 LESSON = CONTENT.english.lesson("grad")
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None,
-                                reason="the runner's sandbox needs bubblewrap (apt-get install -y bubblewrap)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="the runner's sandbox needs bubblewrap (apt-get install -y bubblewrap)"
+)
 
 
 def test_every_language_the_issue_names_is_shipped_with_its_lessons():
@@ -89,8 +155,11 @@ def _english_fragments(lesson: Lesson) -> set[str]:
     exercise = lesson.exercise
     texts += [exercise.title, exercise.instructions, *exercise.hints, *(c.fail for c in exercise.checks)]
     with I18N.use("en"):
-        texts += [line for screen in (render.help_text(), render.language_picker(I18N.languages, None))
-                  for line in screen.text.splitlines()]
+        texts += [
+            line
+            for screen in (render.help_text(), render.language_picker(I18N.languages, None))
+            for line in screen.text.splitlines()
+        ]
     fragments = set()
     for text in texts:
         prose = re.sub(r"`[^`]*`", " | ", text)
@@ -128,8 +197,9 @@ async def _take_lesson_three(learner, lesson: Lesson, language: str) -> list[dic
         since = learner.cursor()
         await learner.answer_poll(poll, choice)
         last = index == len(lesson.quiz) - 1
-        poll = await learner.wait_message((lambda m: "reply_markup" in m) if last else (lambda m: "poll" in m),
-                                          since=since)
+        poll = await learner.wait_message(
+            (lambda m: "reply_markup" in m) if last else (lambda m: "poll" in m), since=since
+        )
     result = poll
     since = learner.cursor()
     await learner.tap(result, callback_data=f"p:{lesson.id}")
@@ -141,7 +211,7 @@ async def _take_lesson_three(learner, lesson: Lesson, language: str) -> list[dic
     passed = await send_and_wait(learner, lesson.exercise.solution, lambda m: "reply_markup" in m, timeout=30)
     report = await send_and_wait(learner, "/progress")
     help_message = await send_and_wait(learner, "/help")
-    return seen + [intro, verdict, hint, passed, report, help_message] + learner.messages
+    return [*seen, intro, verdict, hint, passed, report, help_message, *learner.messages]
 
 
 @pytest.fixture
@@ -151,9 +221,7 @@ async def practising_bot(config):
 
 
 @pytest.mark.parametrize("language", SHIPPED)
-async def test_a_learner_takes_lesson_three_in_their_language_with_no_english_left(
-    practising_bot, standin, language
-):
+async def test_a_learner_takes_lesson_three_in_their_language_with_no_english_left(practising_bot, standin, language):
     lesson = CONTENT.course(language).lesson("grad")
     assert not any(s.fallback for s in lesson.slides) and not any(q.fallback for q in lesson.quiz)
     learner = standin.learner(user_id=7000 + SHIPPED.index(language), language_code=TELEGRAM_CODE[language])
@@ -169,8 +237,9 @@ async def test_a_learner_takes_lesson_three_in_their_language_with_no_english_le
         notice = _("This part is not translated yet, so it is shown in English.")
     assert notice not in prose, "a complete translation announces no fallback"
     words = _words(prose)
-    leftovers = sorted({fragment for fragment in _english_fragments(CONTENT.english.lesson("grad"))
-                        if f" {fragment} " in f" {words} "})
+    leftovers = sorted(
+        {fragment for fragment in _english_fragments(CONTENT.english.lesson("grad")) if f" {fragment} " in f" {words} "}
+    )
     assert leftovers == [], f"English sentences left in {language}"
     english_words = sorted({w for w in words.split() if w in ENGLISH_ONLY})
     assert english_words == [], f"English words left in {language}"

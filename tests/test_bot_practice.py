@@ -15,8 +15,9 @@ from tests.journey import button_texts, send_and_wait
 
 COURSE = load_valid(LESSONS, LOCALES).english
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None,
-                                reason="the runner's sandbox needs bubblewrap (apt-get install -y bubblewrap)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="the runner's sandbox needs bubblewrap (apt-get install -y bubblewrap)"
+)
 
 
 @pytest.fixture
@@ -41,16 +42,25 @@ async def test_every_exercise_fails_with_its_specific_message_then_passes(practi
         assert exercise.starter.splitlines()[0] in intro["text"]
         assert any(e["type"] == "pre" for e in intro["entities"])
 
-        verdict = await send_and_wait(ada, exercise.starter, lambda m: "Not yet" in m.get("text", "")
-                                      or "checks passed" in m.get("text", ""), timeout=30)
+        verdict = await send_and_wait(
+            ada,
+            exercise.starter,
+            lambda m: "Not yet" in m.get("text", "") or "checks passed" in m.get("text", ""),
+            timeout=30,
+        )
         assert "Not yet" in verdict["text"], verdict["text"]
-        failing = [c for c in exercise.checks if c.fail.split("{got}")[0].replace("`", "").strip()[:20]
-                   in verdict["text"]]
+        failing = [
+            c for c in exercise.checks if c.fail.split("{got}")[0].replace("`", "").strip()[:20] in verdict["text"]
+        ]
         assert failing, f"{lesson.id}: no check's message in {verdict['text']!r}"
         assert any(t.startswith("💡 Hint") for t in button_texts(verdict))
 
-        passed = await send_and_wait(ada, f"```python\n{exercise.solution}\n```",
-                                     lambda m: "checks passed" in m.get("text", "") or "Not yet" in m.get("text", ""), timeout=30)
+        passed = await send_and_wait(
+            ada,
+            f"```python\n{exercise.solution}\n```",
+            lambda m: "checks passed" in m.get("text", "") or "Not yet" in m.get("text", ""),
+            timeout=30,
+        )
         assert "All checks passed" in passed["text"], passed["text"]
     assert await practising_bot.db.exercises_passed(5001) == {lesson.id for lesson in COURSE.lessons}
     report = await send_and_wait(ada, "/progress")
@@ -61,10 +71,15 @@ async def test_printing_passed_or_exiting_early_never_passes(practising_bot, sta
     ada = standin.learner(user_id=5002)
     lesson = COURSE.lesson("grad")
     await _open_practice(ada, standin, lesson)
-    for cheat in ['print("PASSED")', "import sys\nsys.exit(0)", "import os\nos._exit(0)",
-                  "import torch\ntorch.allclose = lambda *a, **k: True\nx = torch.tensor(8.0)"]:
-        verdict = await send_and_wait(ada, cheat, lambda m: "Not yet" in m.get("text", "")
-                                      or "checks passed" in m.get("text", ""), timeout=30)
+    for cheat in [
+        'print("PASSED")',
+        "import sys\nsys.exit(0)",
+        "import os\nos._exit(0)",
+        "import torch\ntorch.allclose = lambda *a, **k: True\nx = torch.tensor(8.0)",
+    ]:
+        verdict = await send_and_wait(
+            ada, cheat, lambda m: "Not yet" in m.get("text", "") or "checks passed" in m.get("text", ""), timeout=30
+        )
         assert "Not yet" in verdict["text"], cheat
 
 
@@ -83,7 +98,9 @@ async def test_hints_come_one_at_a_time_up_to_the_last(practising_bot, standin):
 
 async def test_run_shows_real_output_and_errors_trimmed_to_the_learners_lines(practising_bot, standin):
     ada = standin.learner(user_id=5004)
-    out = await send_and_wait(ada, "/run import torch\nx = torch.tensor(2.0, requires_grad=True)\n(x * x).backward()\nprint(x.grad)")
+    out = await send_and_wait(
+        ada, "/run import torch\nx = torch.tensor(2.0, requires_grad=True)\n(x * x).backward()\nprint(x.grad)"
+    )
     assert "tensor(4.)" in out["text"]
     assert any(e["type"] == "pre" for e in out["entities"])
     err = await send_and_wait(ada, "```python\nx = 1\ny = x / 0\n```")

@@ -16,17 +16,28 @@ from tests.journey import tap_and_wait_edit
 
 def _env(standin, tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "COURSEBOT_"))}
-    env.update(TELEGRAM_BOT_TOKEN=standin.token, TELEGRAM_API_BASE_URL=standin.api_base_url,
-               COURSEBOT_DB=str(tmp_path / "db" / "coursebot.sqlite3"), COURSEBOT_LOG_LEVEL="DEBUG",
-               COURSEBOT_RUNNER="off")
+    env.update(
+        TELEGRAM_BOT_TOKEN=standin.token,
+        TELEGRAM_API_BASE_URL=standin.api_base_url,
+        COURSEBOT_DB=str(tmp_path / "db" / "coursebot.sqlite3"),
+        COURSEBOT_LOG_LEVEL="DEBUG",
+        COURSEBOT_RUNNER="off",
+    )
     env.update(extra)
     return env
 
 
 async def _start(env: dict[str, str], *args: str) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", *args, cwd=ROOT, env=env,
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "bot",
+        *args,
+        cwd=ROOT,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
 
 
@@ -108,7 +119,8 @@ async def test_invalid_lessons_refuse_the_start_with_lints_messages(standin, tmp
     env = _env(standin, tmp_path, COURSEBOT_LESSONS=str(broken))
     code, log = await _finish(await _start(env, "run"))
     lint = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "lint", str(broken), cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE)
+        sys.executable, "-m", "bot", "lint", str(broken), cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE
+    )
     lint_out, _ = await lint.communicate()
     assert code == 2
     assert lint.returncode == 2

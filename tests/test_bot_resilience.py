@@ -11,7 +11,7 @@ from bot.app import CourseBot
 from bot.errors import ContentError
 from bot.lint import load_valid
 from tests.conftest import LESSONS, LOCALES, running, with_lessons
-from tests.journey import answer_quiz, button_texts, position, read_slides, send_and_wait, tap_and_wait_edit
+from tests.journey import button_texts, position, read_slides, send_and_wait, tap_and_wait_edit
 
 COURSE = load_valid(LESSONS, LOCALES).english
 FIRST = COURSE.lessons[0]
@@ -77,8 +77,18 @@ async def test_a_stale_button_never_skips_an_unread_slide(bot, standin):
     assert (await bot.db.progress(2003))[FIRST.id].furthest_slide == 3
 
 
-@pytest.mark.parametrize("forged", ["zz:1", "s:requires-grad", "s:requires-grad:x", "s:no-such-lesson:0",
-                                    "q:requires-grad", "l:" + "a" * 60, "x:maybe" + "é"])
+@pytest.mark.parametrize(
+    "forged",
+    [
+        "zz:1",
+        "s:requires-grad",
+        "s:requires-grad:x",
+        "s:no-such-lesson:0",
+        "q:requires-grad",
+        "l:" + "a" * 60,
+        "x:maybe" + "é",
+    ],
+)
 async def test_forged_callback_data_is_refused_with_an_answer(bot, standin, forged):
     ada = standin.learner(user_id=2004)
     slide = await _open_first_lesson(ada)

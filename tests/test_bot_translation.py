@@ -68,7 +68,7 @@ async def test_a_russian_learner_gets_translated_slides_and_english_ones_with_a_
         assert 0 < len(translated) < len(lesson_ru.slides)
 
         result = await answer_quiz(ivan, slide, lesson_ru)
-        sent = ivan.messages[-(len(lesson_ru.quiz) + 1 + sum(q.fallback for q in lesson_ru.quiz)):]
+        sent = ivan.messages[-(len(lesson_ru.quiz) + 1 + sum(q.fallback for q in lesson_ru.quiz)) :]
         polls = [m for m in sent if "poll" in m]
         assert [p["poll"]["question"] for p in polls] == [q.question for q in lesson_ru.quiz]
         assert any(not q.fallback for q in lesson_ru.quiz) and any(q.fallback for q in lesson_ru.quiz)

@@ -9,15 +9,15 @@ from bot.callbacks import (
     CallbackData,
     CallbackDataError,
     ChooseLanguage,
-    LeavePractice,
-    ShowHint,
-    StartPractice,
     ConfirmReset,
     Continue,
+    LeavePractice,
     OpenLesson,
     RetakeMissed,
+    ShowHint,
     ShowMenu,
     ShowSlide,
+    StartPractice,
     StartQuiz,
     matches,
 )
@@ -85,7 +85,8 @@ def test_prefixes_are_unique():
 
 def test_a_subclass_reusing_a_prefix_is_refused():
     with pytest.raises(TypeError):
-        class Again(CallbackData, prefix="s"):  # noqa: F841 - the definition itself must fail
+
+        class Again(CallbackData, prefix="s"):
             pass
 
 

@@ -20,7 +20,9 @@ from bot.i18n import I18n, ngettext
 ROOT = Path(__file__).resolve().parent.parent
 LOCALES = ROOT / "locales"
 POT = LOCALES / "messages.pot"
-SHIPPED = sorted(p.parent.parent.name for p in LOCALES.glob("*/LC_MESSAGES/messages.po") if p.parent.parent.name != "en")
+SHIPPED = sorted(
+    p.parent.parent.name for p in LOCALES.glob("*/LC_MESSAGES/messages.po") if p.parent.parent.name != "en"
+)
 REQUIRED = {"ru", "es", "ja", "ar"}
 PLACEHOLDER = re.compile(r"\{[a-z_]*\}")
 
@@ -96,8 +98,23 @@ def test_the_pot_is_up_to_date_with_the_code(tmp_path):
     # The same extraction as `make extract`, into a scratch file.
     fresh = tmp_path / "messages.pot"
     pybabel = Path(sys.executable).with_name("pybabel")
-    subprocess.run([str(pybabel), "extract", "--no-location", "--sort-output", "--omit-header", "-k", "N_",
-                    "-o", str(fresh), "bot"], cwd=ROOT, check=True, capture_output=True)
+    subprocess.run(
+        [
+            str(pybabel),
+            "extract",
+            "--no-location",
+            "--sort-output",
+            "--omit-header",
+            "-k",
+            "N_",
+            "-o",
+            str(fresh),
+            "bot",
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
     assert _ids(_read(fresh)) == _ids(_read(POT)), "locales/messages.pot is stale: run `make update`"
 
 

@@ -31,7 +31,11 @@ def clean_env(**extra: str) -> dict[str, str]:
 def cli(*args: str, command: list[str] | None = None, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [*(command or [sys.executable, "-m", "bot"]), *args],
-        cwd=ROOT, env=clean_env(**env), capture_output=True, text=True, timeout=60,
+        cwd=ROOT,
+        env=clean_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -79,11 +83,14 @@ def test_lint_of_the_real_lessons_exits_zero_with_a_summary_and_the_coverage_of_
     lines = result.stdout.splitlines()
     assert lines[0] == "ok: 4 lessons, 52 slides, 12 questions"
     assert lines[1].startswith("translation coverage")
-    shipped = sorted(p.parent.parent.name for p in (ROOT / "locales").glob("*/LC_MESSAGES/messages.po")) 
+    shipped = sorted(p.parent.parent.name for p in (ROOT / "locales").glob("*/LC_MESSAGES/messages.po"))
     assert [line.split()[0] for line in lines[2:]] == [language for language in shipped if language != "en"]
     for line in lines[2:]:
-        assert re.fullmatch(r"  \S+ +slides 52/52 \(100%\), questions 12/12 \(100%\), exercises 4/4 \(100%\), "
-                            r"lesson texts 14/14 \(100%\), UI messages (\d+)/\1 \(100%\), out of date 0", line), line
+        assert re.fullmatch(
+            r"  \S+ +slides 52/52 \(100%\), questions 12/12 \(100%\), exercises 4/4 \(100%\), "
+            r"lesson texts 14/14 \(100%\), UI messages (\d+)/\1 \(100%\), out of date 0",
+            line,
+        ), line
     assert result.stderr == ""
 
 
@@ -97,7 +104,10 @@ def test_lint_reports_a_partial_translation_unstamped_then_current_then_stale(le
     code, out, _ = in_process("lint", str(lessons))
     assert code == 0
     assert "slides 6/52 (11%), questions 1/12 (8%), exercises 0/4 (0%)" in _coverage_line(out, "ru")
-    assert f"warning: {translation}: 9 translated parts have no source hash; run `coursebot lint --stamp {translation}`" in out
+    assert (
+        f"warning: {translation}: 9 translated parts have no source hash; run `coursebot lint --stamp {translation}`"
+        in out
+    )
 
     before = translation.read_text(encoding="utf-8")
     code, out, _ = in_process("lint", str(lessons), "--stamp", str(lessons / "ru"))
@@ -109,15 +119,21 @@ def test_lint_reports_a_partial_translation_unstamped_then_current_then_stale(le
     assert "out of date 0" in _coverage_line(out, "ru") and "warning" not in out
 
     english = lessons / "en" / "03-grad.yaml"
-    english.write_text(english.read_text(encoding="utf-8").replace(
-        "twice without clearing and you get double the gradient.", "twice without clearing and the gradient doubles."),
-        encoding="utf-8")
+    english.write_text(
+        english.read_text(encoding="utf-8").replace(
+            "twice without clearing and you get double the gradient.",
+            "twice without clearing and the gradient doubles.",
+        ),
+        encoding="utf-8",
+    )
     code, out, err = in_process("lint", str(lessons), "--strict")
     assert code == 2 and "incomplete or out of date" in err
     line = line_of(translation, "- id: gradients-add-up")
     assert out.count("warning: ") == 1
-    assert (f"warning: {translation}:{line}: 'slide/gradients-add-up' is stale: its English changed since it was "
-            f"translated; update it, then run `coursebot lint --stamp {translation}`") in out
+    assert (
+        f"warning: {translation}:{line}: 'slide/gradients-add-up' is stale: its English changed since it was "
+        f"translated; update it, then run `coursebot lint --stamp {translation}`"
+    ) in out
 
     in_process("lint", str(lessons), "--stamp", str(translation))
     assert translation.read_text(encoding="utf-8").count("sources:") == 1  # the block is replaced, not repeated
@@ -157,10 +173,12 @@ def test_lint_of_a_broken_copy_prints_file_line_message_and_exits_two(lessons):
     lines = result.stdout.splitlines()
     assert all(PROBLEM_LINE.match(line) for line in lines), lines
     options = line_of(path, "options:", after="- id: second-pass")
-    assert sorted(lines) == sorted([
-        f"{path}:{line_of(path, '- id: Why')}: slide id 'Why' must be lowercase words joined by '-'",
-        f"{path}:{options}: question 'second-pass': exactly one option must have 'correct: true', none is",
-    ])
+    assert sorted(lines) == sorted(
+        [
+            f"{path}:{line_of(path, '- id: Why')}: slide id 'Why' must be lowercase words joined by '-'",
+            f"{path}:{options}: question 'second-pass': exactly one option must have 'correct: true', none is",
+        ]
+    )
     assert result.stderr == "2 problems found\n"
 
 
@@ -175,7 +193,11 @@ def test_lint_of_a_folder_without_lessons_exits_two(tmp_path, in_process):
 
 @pytest.mark.parametrize(
     "command",
-    [[sys.executable, "-m", "bot"], [sys.executable, "-m", "bot", "run"], [str(Path(sys.executable).parent / "coursebot"), "run"]],
+    [
+        [sys.executable, "-m", "bot"],
+        [sys.executable, "-m", "bot", "run"],
+        [str(Path(sys.executable).parent / "coursebot"), "run"],
+    ],
     ids=["python -m bot", "python -m bot run", "coursebot run"],
 )
 def test_starting_without_a_token_prints_one_line_about_botfather(command):
@@ -240,7 +262,9 @@ def test_preview_in_a_partial_translation_shows_translated_and_fallback_slides(l
 
 def test_preview_reads_the_lessons_folder_from_coursebot_lessons(lessons, in_process):
     path = lessons / "en" / "03-grad.yaml"
-    path.write_text(path.read_text(encoding="utf-8").replace("Adding up is on purpose", "Summing on purpose"), encoding="utf-8")
+    path.write_text(
+        path.read_text(encoding="utf-8").replace("Adding up is on purpose", "Summing on purpose"), encoding="utf-8"
+    )
     code, out, _ = in_process("preview", "3", COURSEBOT_LESSONS=str(lessons))
     assert code == 0
     assert "Summing on purpose" in out

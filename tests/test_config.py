@@ -68,12 +68,14 @@ def test_empty_variables_fall_back_to_the_defaults():
 
 
 def test_paths_and_api_url_are_read_from_their_variables(tmp_path):
-    config = Config.from_env(env(
-        COURSEBOT_DB=str(tmp_path / "progress.db"),
-        COURSEBOT_LESSONS=str(tmp_path / "content"),
-        COURSEBOT_LOCALES=str(tmp_path / "catalogs"),
-        TELEGRAM_API_BASE_URL="http://127.0.0.1:8081/",
-    ))
+    config = Config.from_env(
+        env(
+            COURSEBOT_DB=str(tmp_path / "progress.db"),
+            COURSEBOT_LESSONS=str(tmp_path / "content"),
+            COURSEBOT_LOCALES=str(tmp_path / "catalogs"),
+            TELEGRAM_API_BASE_URL="http://127.0.0.1:8081/",
+        )
+    )
     assert config.db_path == tmp_path / "progress.db"
     assert config.lessons_dir == tmp_path / "content"
     assert config.locales_dir == tmp_path / "catalogs"
@@ -88,10 +90,14 @@ def test_api_url_without_http_scheme_is_refused_naming_the_variable():
 
 
 def test_numbers_are_read_from_their_variables():
-    config = Config.from_env(env(
-        COURSEBOT_MESSAGES_PER_SECOND="12.5", COURSEBOT_MAX_RETRIES="0", COURSEBOT_CONCURRENT_UPDATES="8",
-        COURSEBOT_LOG_LEVEL="debug",
-    ))
+    config = Config.from_env(
+        env(
+            COURSEBOT_MESSAGES_PER_SECOND="12.5",
+            COURSEBOT_MAX_RETRIES="0",
+            COURSEBOT_CONCURRENT_UPDATES="8",
+            COURSEBOT_LOG_LEVEL="debug",
+        )
+    )
     assert config.messages_per_second == 12.5
     assert config.max_retries == 0
     assert config.concurrent_updates == 8

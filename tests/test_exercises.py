@@ -40,51 +40,64 @@ SAMPLE_GOTS = ("tensor(8.)", "8.0", "tensor([4., 8.])", "None", "NameError", "<f
 T = "import torch\n"
 MISTAKES: dict[str, list[tuple[str, set[str]]]] = {
     "01-requires-grad": [
-        (T + "w = torch.tensor(2.0)\ny = w * 3\nw.requires_grad_()\nd = y.detach()\n",
-         {"y-recorded"}),
-        (T + "w = torch.tensor(2.0, requires_grad=True)\ny = w * 3\nd = y\n",
-         {"d-detached"}),
-        (T + "w = torch.tensor(2.0, requires_grad=True)\ny = w * 3\nd = w.detach()\n",
-         {"d-value"}),
+        (T + "w = torch.tensor(2.0)\ny = w * 3\nw.requires_grad_()\nd = y.detach()\n", {"y-recorded"}),
+        (T + "w = torch.tensor(2.0, requires_grad=True)\ny = w * 3\nd = y\n", {"d-detached"}),
+        (T + "w = torch.tensor(2.0, requires_grad=True)\ny = w * 3\nd = w.detach()\n", {"d-value"}),
     ],
     "02-backward": [
-        (T + "x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)\ny = x ** 2\n"
-         "v = torch.tensor([1.0, 0.0, 0.5])\ny.backward(gradient=v, retain_graph=True)\n"
-         "first = x.grad\ny.backward(gradient=v)\n",
-         {"first-pass"}),
-        (T + "x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)\ny = x ** 2\n"
-         "v = torch.tensor([1.0, 0.0, 0.5])\ny.backward(gradient=v)\nfirst = x.grad.clone()\n",
-         {"second-pass"}),
-        (T + "x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)\ny = x ** 2\n"
-         "v = torch.tensor([1.0, 0.0, 0.5])\ny.sum().backward(retain_graph=True)\n"
-         "first = x.grad.clone()\ny.sum().backward()\n",
-         {"first-pass", "second-pass"}),
+        (
+            T + "x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)\ny = x ** 2\n"
+            "v = torch.tensor([1.0, 0.0, 0.5])\ny.backward(gradient=v, retain_graph=True)\n"
+            "first = x.grad\ny.backward(gradient=v)\n",
+            {"first-pass"},
+        ),
+        (
+            T + "x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)\ny = x ** 2\n"
+            "v = torch.tensor([1.0, 0.0, 0.5])\ny.backward(gradient=v)\nfirst = x.grad.clone()\n",
+            {"second-pass"},
+        ),
+        (
+            T + "x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)\ny = x ** 2\n"
+            "v = torch.tensor([1.0, 0.0, 0.5])\ny.sum().backward(retain_graph=True)\n"
+            "first = x.grad.clone()\ny.sum().backward()\n",
+            {"first-pass", "second-pass"},
+        ),
     ],
     "03-grad": [
-        (T + "x = torch.tensor(2.0, requires_grad=True)\ngrads = []\nfor step in range(2):\n"
-         "    loss = x ** 2\n    loss.backward()\n    grads.append(x.grad.item())\n"
-         "    x.grad = None\n",
-         {"grad-value"}),
-        (T + "x = torch.tensor(2.0, requires_grad=True)\ngrads = []\n"
-         "loss = x ** 2\nloss.backward()\ngrads.append(x.grad.item())\n",
-         {"grads-per-step"}),
+        (
+            T + "x = torch.tensor(2.0, requires_grad=True)\ngrads = []\nfor step in range(2):\n"
+            "    loss = x ** 2\n    loss.backward()\n    grads.append(x.grad.item())\n"
+            "    x.grad = None\n",
+            {"grad-value"},
+        ),
+        (
+            T + "x = torch.tensor(2.0, requires_grad=True)\ngrads = []\n"
+            "loss = x ** 2\nloss.backward()\ngrads.append(x.grad.item())\n",
+            {"grads-per-step"},
+        ),
     ],
     "04-no-grad": [
-        (T + "w = torch.tensor(1.0, requires_grad=True)\nloss = (w - 3) ** 2\nloss.backward()\n"
-         "with torch.no_grad():\n    w = w - 0.5 * w.grad\n    pred = w * 2\n",
-         {"w-leaf"}),
-        (T + "w = torch.tensor(1.0, requires_grad=True)\nloss = (w - 3) ** 2\nloss.backward()\n"
-         "with torch.no_grad():\n    w -= 0.5 * w.grad\npred = w * 2\n",
-         {"pred-untracked"}),
-        (T + "w = torch.tensor(1.0, requires_grad=True)\nloss = (w - 3) ** 2\nloss.backward()\n"
-         "with torch.no_grad():\n    w += 0.5 * w.grad\n    pred = w * 2\n",
-         {"w-value", "pred-value"}),
+        (
+            T + "w = torch.tensor(1.0, requires_grad=True)\nloss = (w - 3) ** 2\nloss.backward()\n"
+            "with torch.no_grad():\n    w = w - 0.5 * w.grad\n    pred = w * 2\n",
+            {"w-leaf"},
+        ),
+        (
+            T + "w = torch.tensor(1.0, requires_grad=True)\nloss = (w - 3) ** 2\nloss.backward()\n"
+            "with torch.no_grad():\n    w -= 0.5 * w.grad\npred = w * 2\n",
+            {"pred-untracked"},
+        ),
+        (
+            T + "w = torch.tensor(1.0, requires_grad=True)\nloss = (w - 3) ** 2\nloss.backward()\n"
+            "with torch.no_grad():\n    w += 0.5 * w.grad\n    pred = w * 2\n",
+            {"w-value", "pred-value"},
+        ),
     ],
 }
 
 # Runs in the child: argv[1] = JSON list of jobs, argv[2] = where to write
 # the results.  A job is {"code", "spec"} where spec is grading.job_spec().
-CHILD = r'''
+CHILD = r"""
 import builtins, contextlib, io, json, os, sys, tempfile, traceback
 
 from runner import grading
@@ -119,7 +132,7 @@ for job in jobs:
     results.append({"error": error, "report": report, "output": out.getvalue()[-2000:]})
 with open(sys.argv[2], "w", encoding="utf-8") as f:
     json.dump(results, f)
-'''
+"""
 
 
 # --------------------------------------------------------------------------
@@ -149,10 +162,12 @@ def kind_of(check: dict) -> str:
 
 
 def checks_of(ex: dict) -> grading.ExerciseChecks:
-    return grading.ExerciseChecks(tuple(
-        grading.Check(id=c["id"], expr=str(c["expr"]), kind=kind_of(c), expect=c.get("expect"))
-        for c in ex["checks"]
-    ))
+    return grading.ExerciseChecks(
+        tuple(
+            grading.Check(id=c["id"], expr=str(c["expr"]), kind=kind_of(c), expect=c.get("expect"))
+            for c in ex["checks"]
+        )
+    )
 
 
 def is_plain(value, depth: int = 0) -> bool:
@@ -166,9 +181,11 @@ def is_plain(value, depth: int = 0) -> bool:
     if isinstance(value, list):
         return all(is_plain(v, depth + 1) for v in value)
     if isinstance(value, dict):
-        return (all(isinstance(k, str) for k in value)
-                and not any(k.startswith("__") for k in value)
-                and all(is_plain(v, depth + 1) for v in value.values()))
+        return (
+            all(isinstance(k, str) for k in value)
+            and not any(k.startswith("__") for k in value)
+            and all(is_plain(v, depth + 1) for v in value.values())
+        )
     return False
 
 
@@ -203,16 +220,20 @@ def graded(tmp_path_factory) -> dict[tuple[str, str], dict]:
     in_file.write_text(json.dumps(jobs), encoding="utf-8")
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, str(in_file), str(out_file)],
-        cwd=str(ROOT), stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        cwd=str(ROOT),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
         timeout=TIMEOUT,
     )
     assert proc.returncode == 0 and out_file.exists(), (
-        f"exercise runner failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        f"exercise runner failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
+    )
     results = json.loads(out_file.read_text(encoding="utf-8"))
     assert len(results) == len(jobs)
 
     graded = {}
-    for key, (checks, nonce), result in zip(keys, contexts, results):
+    for key, (checks, nonce), result in zip(keys, contexts, results, strict=False):
         status = "ok" if result["error"] is None else "error"
         raw = result["report"].encode("utf-8") if result["report"] is not None else None
         outcomes, passed = grading.verify(checks, status, raw, nonce)
@@ -350,14 +371,13 @@ def test_fail_messages_format(stem):
         assert isinstance(fail, str) and fail.strip(), f"{stem}: {c['id']}: no fail message"
         assert "\n" not in fail.strip(), f"{stem}: {c['id']}: fail is one line"
         for got in SAMPLE_GOTS:
-            text = fail.format(got=got)        # no stray braces, no other fields
+            text = fail.format(got=got)  # no stray braces, no other fields
             assert text.strip() and "{" not in text and "}" not in text
         if kind_of(c) == "true":
             # a `true` check's value is just False: nothing useful to show
             assert "{got}" not in fail, f"{stem}: {c['id']}: {{got}} of a true check is False"
         outside = re.sub(r"`[^`]*`", "", fail)
-        assert fail.count("`") % 2 == 0 and outside.count("**") % 2 == 0, (
-            f"{stem}: {c['id']}: unclosed markup")
+        assert fail.count("`") % 2 == 0 and outside.count("**") % 2 == 0, f"{stem}: {c['id']}: unclosed markup"
 
 
 def test_verdict_is_decided_here_without_torch():

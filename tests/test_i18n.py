@@ -30,7 +30,9 @@ def write_catalog(locales: Path, language: str, messages: dict, fuzzy: tuple[str
 @pytest.fixture
 def locales(tmp_path: Path) -> Path:
     root = tmp_path / "locales"
-    write_catalog(root, "ru", {BACK: "◀ Назад", NEXT: "Далее ▶", QUESTIONS: ("{n} вопрос.", "{n} вопроса.", "{n} вопросов.")})
+    write_catalog(
+        root, "ru", {BACK: "◀ Назад", NEXT: "Далее ▶", QUESTIONS: ("{n} вопрос.", "{n} вопроса.", "{n} вопросов.")}
+    )
     write_catalog(root, "es", {BACK: "◀ Atrás"})
     write_catalog(root, "pt", {BACK: "◀ Voltar"})
     write_catalog(root, "pt_BR", {BACK: "◀ Voltar (BR)"})
@@ -171,11 +173,29 @@ def test_a_regional_variant_serves_its_siblings_before_english(tmp_path):
 SHIPPED_LOCALES = Path(__file__).resolve().parent.parent / "locales"
 
 
-@pytest.mark.parametrize(("code", "language"), [
-    ("ru-RU", "ru"), ("ru", "ru"), ("uk-UA", "en"), ("es-419", "es"), ("es-MX", "es"), ("es", "es"),
-    ("ja-JP", "ja"), ("ja", "ja"), ("ar-EG", "ar"), ("ar", "ar"), ("de-AT", "de"), ("fr-CA", "fr"),
-    ("pt-br", "pt_BR"), ("pt-PT", "pt_BR"), ("en-GB", "en"), ("zh-hans", "en"), ("zz", "en"), (None, "en"),
-])
+@pytest.mark.parametrize(
+    ("code", "language"),
+    [
+        ("ru-RU", "ru"),
+        ("ru", "ru"),
+        ("uk-UA", "en"),
+        ("es-419", "es"),
+        ("es-MX", "es"),
+        ("es", "es"),
+        ("ja-JP", "ja"),
+        ("ja", "ja"),
+        ("ar-EG", "ar"),
+        ("ar", "ar"),
+        ("de-AT", "de"),
+        ("fr-CA", "fr"),
+        ("pt-br", "pt_BR"),
+        ("pt-PT", "pt_BR"),
+        ("en-GB", "en"),
+        ("zh-hans", "en"),
+        ("zz", "en"),
+        (None, "en"),
+    ],
+)
 def test_the_shipped_catalogs_negotiate_telegram_codes(code, language):
     assert I18n(SHIPPED_LOCALES).negotiate(code) == language
 
@@ -183,18 +203,27 @@ def test_the_shipped_catalogs_negotiate_telegram_codes(code, language):
 def test_each_shipped_language_is_named_in_itself():
     names = {code: own_name(code) for code in I18n(SHIPPED_LOCALES).languages}
     assert names == {
-        "en": "English", "ar": "العربية", "de": "Deutsch", "es": "Español", "fr": "Français", "ja": "日本語",
-        "pt_BR": "Português (Brasil)", "ru": "Русский",
+        "en": "English",
+        "ar": "العربية",
+        "de": "Deutsch",
+        "es": "Español",
+        "fr": "Français",
+        "ja": "日本語",
+        "pt_BR": "Português (Brasil)",
+        "ru": "Русский",
     }
 
 
-@pytest.mark.parametrize(("language", "formatted"), [
-    ("en", ("1,234.5", "75%", "Dec 2, 2026")),
-    ("ru", ("1\xa0234,5", "75\xa0%", "2 дек. 2026\u202fг.")),
-    ("de", ("1.234,5", "75\xa0%", "02.12.2026")),
-    ("ja", ("1,234.5", "75%", "2026/12/02")),
-    ("ar", ("\u20661,234.5\u2069", "\u206675%\u2069", "\u206602\u200f/12\u200f/2026\u2069")),
-])
+@pytest.mark.parametrize(
+    ("language", "formatted"),
+    [
+        ("en", ("1,234.5", "75%", "Dec 2, 2026")),
+        ("ru", ("1\xa0234,5", "75\xa0%", "2 дек. 2026\u202fг.")),
+        ("de", ("1.234,5", "75\xa0%", "02.12.2026")),
+        ("ja", ("1,234.5", "75%", "2026/12/02")),
+        ("ar", ("\u20661,234.5\u2069", "\u206675%\u2069", "\u206602\u200f/12\u200f/2026\u2069")),
+    ],
+)
 def test_numbers_percentages_and_dates_follow_the_locale(language, formatted):
     root_i18n = I18n(SHIPPED_LOCALES)
     with root_i18n.use(language):

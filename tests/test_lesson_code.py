@@ -61,7 +61,7 @@ COURSE_KEYS = {"id", "title", "description", "lessons"}
 # The program that runs one lesson's samples. It reads a JSON list of
 # {"source": ...} from argv[1] and writes a JSON list of results to argv[2]:
 # {"prints": [[line or null, text], ...], "error": null or {...}}.
-RUNNER = r'''
+RUNNER = r"""
 import builtins, io, json, sys, traceback, warnings
 
 real_print = builtins.print
@@ -109,7 +109,7 @@ for index, sample in enumerate(samples):
 
 with open(sys.argv[2], "w", encoding="utf-8") as out:
     json.dump(results, out)
-'''
+"""
 
 
 # --------------------------------------------------------------------------
@@ -159,8 +159,7 @@ def expectations(code: str) -> tuple[dict[int, str], list[str]]:
         match = ANNOTATION_RE.match(line)
         if match is None:
             problems.append(
-                f"line {number}: '# -> VALUE' must trail a one-line print(...)"
-                f" as '  # -> VALUE': {line.strip()!r}"
+                f"line {number}: '# -> VALUE' must trail a one-line print(...) as '  # -> VALUE': {line.strip()!r}"
             )
         else:
             expected[number] = match.group("value")
@@ -175,21 +174,21 @@ def samples_of(path: Path) -> list[dict]:
             continue
         source, offset = build_source(slide.get("setup"), slide["code"])
         expected, problems = expectations(slide["code"])
-        found.append({
-            "where": f"{path.name}: slide {slide.get('id')!r}",
-            "source": source,
-            "offset": offset,
-            "expected": expected,
-            "problems": problems,
-        })
+        found.append(
+            {
+                "where": f"{path.name}: slide {slide.get('id')!r}",
+                "source": source,
+                "offset": offset,
+                "expected": expected,
+                "problems": problems,
+            }
+        )
     return found
 
 
 def start_runner(samples: list[dict], out_file: Path) -> subprocess.Popen:
     in_file = out_file.with_name(out_file.stem + ".in.json")
-    in_file.write_text(
-        json.dumps([{"source": s["source"]} for s in samples]), encoding="utf-8"
-    )
+    in_file.write_text(json.dumps([{"source": s["source"]} for s in samples]), encoding="utf-8")
     return subprocess.Popen(
         [sys.executable, "-c", RUNNER, str(in_file), str(out_file)],
         stdin=subprocess.DEVNULL,
@@ -224,9 +223,7 @@ def compare(sample: dict, result: dict) -> list[str]:
     if error is not None:
         line = error["line"]
         at = "setup" if line is None or line <= offset else f"line {line - offset}"
-        failures.append(
-            f"{where}: {at}: raised {error['type']}: {error['message']}"
-        )
+        failures.append(f"{where}: {at}: raised {error['type']}: {error['message']}")
         return failures
 
     # Output of each annotated line, keyed by code line number.
@@ -251,13 +248,9 @@ def compare(sample: dict, result: dict) -> list[str]:
         text = outputs[0]
         actual = text[:-1] if text.endswith("\n") else text
         if actual != value:
-            failures.append(
-                f"{where}: line {code_line}: expected {value!r}, got {actual!r}"
-            )
+            failures.append(f"{where}: line {code_line}: expected {value!r}, got {actual!r}")
     if order != sorted(order):
-        failures.append(
-            f"{where}: annotated lines printed out of source order: {order}"
-        )
+        failures.append(f"{where}: annotated lines printed out of source order: {order}")
     return failures
 
 
@@ -288,7 +281,7 @@ def test_code_samples_print_what_they_claim(stem, lesson_runs):
     samples, results = lesson_runs[stem]
     assert len(results) == len(samples)
     failures = []
-    for sample, result in zip(samples, results):
+    for sample, result in zip(samples, results, strict=False):
         failures.extend(compare(sample, result))
     assert not failures, "\n".join(failures)
 
@@ -339,12 +332,9 @@ def test_checker_catches_bad_samples(tmp_path):
             setup = "y = 5\nz = 0\n"
         source, offset = build_source(setup, code)
         expected, problems = expectations(code)
-        samples.append({"where": name, "source": source, "offset": offset,
-                        "expected": expected, "problems": problems})
+        samples.append({"where": name, "source": source, "offset": offset, "expected": expected, "problems": problems})
     results = run_samples(samples, tmp_path / "checker.json")
-    for sample, result, (name, (_, wanted)) in zip(
-        samples, results, CHECKER_CASES.items()
-    ):
+    for sample, result, (name, (_, wanted)) in zip(samples, results, CHECKER_CASES.items(), strict=False):
         failures = compare(sample, result)
         if not wanted:
             assert failures == [], (name, failures)
@@ -527,8 +517,7 @@ def exercise_problems(ex) -> list[str]:
         add("exercise: instructions are missing")
     else:
         if len(instructions.strip()) > INSTRUCTIONS_MAX:
-            add(f"exercise: instructions are {len(instructions.strip())} chars, "
-                f"max {INSTRUCTIONS_MAX}")
+            add(f"exercise: instructions are {len(instructions.strip())} chars, max {INSTRUCTIONS_MAX}")
         for p in markup_problems(instructions):
             add(f"exercise: instructions: {p}")
     for key in ("starter", "solution"):
@@ -622,57 +611,37 @@ def test_structure_check_catches_bad_lessons():
         return "\n".join(structure_problems(data))
 
     assert "slides, want" in broken(lambda d: d["slides"].__delitem__(slice(3, None)))
-    assert "duplicate id" in broken(
-        lambda d: d["slides"][1].__setitem__("id", d["slides"][0]["id"]))
-    assert "2 correct options" in broken(
-        lambda d: d["quiz"][0]["options"][1].__setitem__("correct", True))
-    assert "0 correct options" in broken(
-        lambda d: d["quiz"][0]["options"][0].pop("correct"))
-    assert "explanation is" in broken(
-        lambda d: d["quiz"][0].__setitem__("explanation", "x" * 201))
-    assert "line breaks" in broken(
-        lambda d: d["quiz"][0].__setitem__("explanation", "a\nb\nc\nd"))
-    assert "question is" in broken(
-        lambda d: d["quiz"][0].__setitem__("question", "q" * 301))
-    assert "option is" in broken(
-        lambda d: d["quiz"][0]["options"][1].__setitem__("text", "o" * 101))
+    assert "duplicate id" in broken(lambda d: d["slides"][1].__setitem__("id", d["slides"][0]["id"]))
+    assert "2 correct options" in broken(lambda d: d["quiz"][0]["options"][1].__setitem__("correct", True))
+    assert "0 correct options" in broken(lambda d: d["quiz"][0]["options"][0].pop("correct"))
+    assert "explanation is" in broken(lambda d: d["quiz"][0].__setitem__("explanation", "x" * 201))
+    assert "line breaks" in broken(lambda d: d["quiz"][0].__setitem__("explanation", "a\nb\nc\nd"))
+    assert "question is" in broken(lambda d: d["quiz"][0].__setitem__("question", "q" * 301))
+    assert "option is" in broken(lambda d: d["quiz"][0]["options"][1].__setitem__("text", "o" * 101))
     assert "questions, want" in broken(lambda d: d["quiz"].__delitem__(slice(1, None)))
     assert "bad id" in broken(lambda d: d["slides"][0].__setitem__("id", "Bad_Id"))
-    assert "unclosed ` mark" in broken(
-        lambda d: d["slides"][0].__setitem__("text", "a `b"))
-    assert "unclosed ** mark" in broken(
-        lambda d: d["slides"][0].__setitem__("text", "a **b"))
-    assert "code line 1" in broken(
-        lambda d: d["slides"][0].__setitem__("code", "x = 1" + " " * 60 + "\n"))
+    assert "unclosed ` mark" in broken(lambda d: d["slides"][0].__setitem__("text", "a `b"))
+    assert "unclosed ** mark" in broken(lambda d: d["slides"][0].__setitem__("text", "a **b"))
+    assert "code line 1" in broken(lambda d: d["slides"][0].__setitem__("code", "x = 1" + " " * 60 + "\n"))
 
     # the practice exercise
     assert "exercise" in good, "the first lesson should have an exercise"
-    assert "unknown keys ['extra']" in broken(
-        lambda d: d["exercise"].__setitem__("extra", 1))
+    assert "unknown keys ['extra']" in broken(lambda d: d["exercise"].__setitem__("extra", 1))
     assert "missing keys ['solution']" in broken(lambda d: d["exercise"].pop("solution"))
-    assert "instructions are" in broken(
-        lambda d: d["exercise"].__setitem__("instructions", "i " * 201))
-    assert "starter has 13 lines" in broken(
-        lambda d: d["exercise"].__setitem__("starter", "x = 1\n" * 13))
-    assert "starter line 1" in broken(
-        lambda d: d["exercise"].__setitem__("starter", "x = 1" + " " * 60 + "\n"))
+    assert "instructions are" in broken(lambda d: d["exercise"].__setitem__("instructions", "i " * 201))
+    assert "starter has 13 lines" in broken(lambda d: d["exercise"].__setitem__("starter", "x = 1\n" * 13))
+    assert "starter line 1" in broken(lambda d: d["exercise"].__setitem__("starter", "x = 1" + " " * 60 + "\n"))
     assert "want 1-3 hints" in broken(lambda d: d["exercise"].__setitem__("hints", []))
-    assert "one sentence" in broken(
-        lambda d: d["exercise"]["hints"].__setitem__(0, "One. Two."))
-    assert "want 1-4 checks" in broken(
-        lambda d: d["exercise"].__setitem__("checks", d["exercise"]["checks"] * 5))
+    assert "one sentence" in broken(lambda d: d["exercise"]["hints"].__setitem__(0, "One. Two."))
+    assert "want 1-4 checks" in broken(lambda d: d["exercise"].__setitem__("checks", d["exercise"]["checks"] * 5))
     assert "duplicate id" in broken(
-        lambda d: d["exercise"]["checks"][1].__setitem__("id", d["exercise"]["checks"][0]["id"]))
-    assert "is not one of" in broken(
-        lambda d: d["exercise"]["checks"][0].__setitem__("kind", "same"))
-    assert "missing expect" in broken(
-        lambda d: d["exercise"]["checks"][0].__setitem__("kind", "close"))
-    assert "not a Python expression" in broken(
-        lambda d: d["exercise"]["checks"][0].__setitem__("expr", "x ="))
-    assert "braces other than" in broken(
-        lambda d: d["exercise"]["checks"][0].__setitem__("fail", "{gott}"))
-    assert "fail: unclosed ` mark" in broken(
-        lambda d: d["exercise"]["checks"][0].__setitem__("fail", "a `b"))
+        lambda d: d["exercise"]["checks"][1].__setitem__("id", d["exercise"]["checks"][0]["id"])
+    )
+    assert "is not one of" in broken(lambda d: d["exercise"]["checks"][0].__setitem__("kind", "same"))
+    assert "missing expect" in broken(lambda d: d["exercise"]["checks"][0].__setitem__("kind", "close"))
+    assert "not a Python expression" in broken(lambda d: d["exercise"]["checks"][0].__setitem__("expr", "x ="))
+    assert "braces other than" in broken(lambda d: d["exercise"]["checks"][0].__setitem__("fail", "{gott}"))
+    assert "fail: unclosed ` mark" in broken(lambda d: d["exercise"]["checks"][0].__setitem__("fail", "a `b"))
 
 
 # --------------------------------------------------------------------------
@@ -795,18 +764,17 @@ def test_translation_check_catches_bad_fixtures():
         change(data)
         return "\n".join(translation_problems(data, en))
 
-    assert "not in English" in broken(
-        lambda d: d["slides"].append({"id": "no-such-slide", "title": "x"}))
+    assert "not in English" in broken(lambda d: d["slides"].append({"id": "no-such-slide", "title": "x"}))
     assert "out of English order" in broken(lambda d: d["slides"].reverse())
-    assert "options, English has" in broken(
-        lambda d: d["quiz"][0]["options"].pop())
-    assert "plain text" in broken(
-        lambda d: d["quiz"][0]["options"].__setitem__(0, {"text": "a", "correct": True}))
+    assert "options, English has" in broken(lambda d: d["quiz"][0]["options"].pop())
+    assert "plain text" in broken(lambda d: d["quiz"][0]["options"].__setitem__(0, {"text": "a", "correct": True}))
     assert "is not" in broken(lambda d: d.__setitem__("lesson", "grad-x"))
     coded = next(s for s in tr["slides"] if "code" in s)
     assert "beyond comments" in broken(
-        lambda d: next(s for s in d["slides"] if s["id"] == coded["id"])
-        .__setitem__("code", coded["code"].replace("(", "( 1 +", 1)))
+        lambda d: next(s for s in d["slides"] if s["id"] == coded["id"]).__setitem__(
+            "code", coded["code"].replace("(", "( 1 +", 1)
+        )
+    )
 
 
 # --------------------------------------------------------------------------

@@ -153,8 +153,11 @@ def test_markup_does_not_count_towards_the_slide_length(lessons):
 def test_translated_slide_over_4096_characters_is_reported_in_the_translation(lessons):
     shutil.copytree(PARTIAL_RU, lessons / "ru")
     path = lessons / "ru" / "03-grad.yaml"
-    edit(path, "      `retain_grad()` **до** обратного прохода.\n",
-         f"      `retain_grad()` **до** обратного прохода. {'ж' * 4200}\n")
+    edit(
+        path,
+        "      `retain_grad()` **до** обратного прохода.\n",
+        f"      `retain_grad()` **до** обратного прохода. {'ж' * 4200}\n",
+    )
     line = line_of(path, "- id: retain-grad")
     found = problems(lessons)
     assert len(found) == 1
@@ -226,9 +229,7 @@ def test_option_over_100_characters_is_reported_with_its_number(lessons):
 def test_question_with_one_option_is_reported(lessons):
     edit(grad(lessons), OPTIONS, "      - text: Sets each parameter's .grad to None\n        correct: true\n")
     path, line = zero_grad_default(lessons)
-    assert problems(lessons) == [
-        f"{path}:{line}: question 'zero-grad-default': has 1 options; Telegram allows 2 to 10"
-    ]
+    assert problems(lessons) == [f"{path}:{line}: question 'zero-grad-default': has 1 options; Telegram allows 2 to 10"]
 
 
 def _options(n: int) -> str:
@@ -297,8 +298,11 @@ def test_translated_question_over_the_limits_is_reported_in_the_translation(less
 
 def test_a_practice_screen_over_4096_characters_is_reported_at_the_exercise(lessons):
     path = grad(lessons)
-    edit(path, '    - Clear the gradient once per step, before that step\'s `backward()`.\n',
-         f'    - Clear the gradient once per step, before that step\'s `backward()`. {"very " * 900}\n')
+    edit(
+        path,
+        "    - Clear the gradient once per step, before that step's `backward()`.\n",
+        f"    - Clear the gradient once per step, before that step's `backward()`. {'very ' * 900}\n",
+    )
     line = line_of(path, "exercise:") + 1  # the exercise's first line
     found = problems(lessons)
     assert len(found) == 1

@@ -121,8 +121,11 @@ def test_invalid_yaml_is_reported_at_the_offending_line(lessons):
 
 def test_duplicate_key_is_reported_at_its_second_occurrence(lessons):
     path = grad(lessons)
-    edit(path, "    title: Adding up is on purpose\n",
-         "    title: Adding up is on purpose\n    title: Adding up, twice\n")
+    edit(
+        path,
+        "    title: Adding up is on purpose\n",
+        "    title: Adding up is on purpose\n    title: Adding up, twice\n",
+    )
     line = line_of(path, "title: Adding up, twice")
     assert problems(lessons) == [f"{path}:{line}: duplicate key 'title'"]
 
@@ -174,7 +177,8 @@ def test_unknown_key_at_the_top_of_a_lesson_is_reported(lessons):
     found = problems(lessons)
     assert f"{path}:1: lesson: missing 'summary'" in found
     assert (
-        f"{path}:{line}: lesson: unknown key 'sumary' (expected exercise, id, quiz, recap, slides, summary, title)" in found
+        f"{path}:{line}: lesson: unknown key 'sumary' (expected exercise, id, quiz, recap, slides, summary, title)"
+        in found
     )
 
 
@@ -213,9 +217,7 @@ def test_duplicate_slide_id_is_reported_with_its_line(lessons):
     first = line_of(path, "- id: gradients-add-up")
     edit(path, "  - id: why-accumulate\n", "  - id: gradients-add-up\n")
     second = line_of(path, "- id: gradients-add-up", after="title: Gradients add up")
-    assert problems(lessons) == [
-        f"{path}:{second}: duplicate slide id 'gradients-add-up' (first at line {first})"
-    ]
+    assert problems(lessons) == [f"{path}:{second}: duplicate slide id 'gradients-add-up' (first at line {first})"]
 
 
 def test_duplicate_question_id_is_reported_with_its_line(lessons):
@@ -223,9 +225,7 @@ def test_duplicate_question_id_is_reported_with_its_line(lessons):
     first = line_of(path, "- id: second-pass")
     edit(path, "  - id: chunk-scaling\n", "  - id: second-pass\n")
     second = line_of(path, "- id: second-pass", after="old 6.")
-    assert problems(lessons) == [
-        f"{path}:{second}: duplicate question id 'second-pass' (first at line {first})"
-    ]
+    assert problems(lessons) == [f"{path}:{second}: duplicate question id 'second-pass' (first at line {first})"]
 
 
 @pytest.mark.parametrize("bad", ["Why-Accumulate", "why_accumulate", "why--accumulate", "-why", "why-", "why.x"])
@@ -274,8 +274,11 @@ def test_question_id_with_a_trailing_newline_is_refused(lessons):
 
 def test_question_with_no_correct_option_is_reported_at_its_options(lessons):
     path = grad(lessons)
-    edit(path, "      - text: Divide each chunk's loss by 4 before backward()\n        correct: true\n",
-         "      - text: Divide each chunk's loss by 4 before backward()\n")
+    edit(
+        path,
+        "      - text: Divide each chunk's loss by 4 before backward()\n        correct: true\n",
+        "      - text: Divide each chunk's loss by 4 before backward()\n",
+    )
     line = line_of(path, "options:", after="- id: chunk-scaling")
     assert problems(lessons) == [
         f"{path}:{line}: question 'chunk-scaling': exactly one option must have 'correct: true', none is"
@@ -284,8 +287,11 @@ def test_question_with_no_correct_option_is_reported_at_its_options(lessons):
 
 def test_question_with_two_correct_options_is_reported_at_its_options(lessons):
     path = grad(lessons)
-    edit(path, "      - text: Call zero_grad() between the chunks\n",
-         "      - text: Call zero_grad() between the chunks\n        correct: true\n")
+    edit(
+        path,
+        "      - text: Call zero_grad() between the chunks\n",
+        "      - text: Call zero_grad() between the chunks\n        correct: true\n",
+    )
     line = line_of(path, "options:", after="- id: chunk-scaling")
     assert problems(lessons) == [
         f"{path}:{line}: question 'chunk-scaling': exactly one option must have 'correct: true', 2 are"
@@ -294,16 +300,22 @@ def test_question_with_two_correct_options_is_reported_at_its_options(lessons):
 
 def test_correct_must_be_true_or_false(lessons):
     path = grad(lessons)
-    edit(path, "      - text: Divide each chunk's loss by 4 before backward()\n        correct: true\n",
-         "      - text: Divide each chunk's loss by 4 before backward()\n        correct: maybe\n")
+    edit(
+        path,
+        "      - text: Divide each chunk's loss by 4 before backward()\n        correct: true\n",
+        "      - text: Divide each chunk's loss by 4 before backward()\n        correct: maybe\n",
+    )
     line = line_of(path, "correct: maybe")
     assert f"{path}:{line}: question 'chunk-scaling', option 1: 'correct' must be true or false" in problems(lessons)
 
 
 def test_unknown_option_key_is_reported_at_its_line(lessons):
     path = grad(lessons)
-    edit(path, "      - text: Multiply the learning rate by 4\n",
-         "      - text: Multiply the learning rate by 4\n        hint: no\n")
+    edit(
+        path,
+        "      - text: Multiply the learning rate by 4\n",
+        "      - text: Multiply the learning rate by 4\n        hint: no\n",
+    )
     line = line_of(path, "hint: no")
     assert (
         f"{path}:{line}: question 'chunk-scaling', option 3: unknown key 'hint' (expected correct, text)"
@@ -340,6 +352,7 @@ def _slides(n: int):
         while len(slides) < n:
             slides.append({**slides[0], "id": f"extra-{len(slides)}"})
         del slides[n:]
+
     return change
 
 
@@ -349,6 +362,7 @@ def _questions(n: int):
         while len(quiz) < n:
             quiz.append({**quiz[0], "id": f"extra-{len(quiz)}"})
         del quiz[n:]
+
     return change
 
 
@@ -434,7 +448,9 @@ def test_missing_english_course_file_is_reported(lessons):
     (lessons / "en" / "course.yaml").unlink()
     content, found = load(lessons)
     assert content is None
-    assert [str(p) for p in found] == [f"{lessons / 'en' / 'course.yaml'}:1: missing: the English course file is required"]
+    assert [str(p) for p in found] == [
+        f"{lessons / 'en' / 'course.yaml'}:1: missing: the English course file is required"
+    ]
 
 
 def test_missing_course_key_is_reported(lessons):
@@ -491,13 +507,13 @@ def test_translation_with_an_unknown_question_id_is_reported_at_the_id(lessons):
 def test_translation_with_a_different_option_count_is_reported_at_its_options(lessons):
     path = translate(lessons, TRANSLATION.replace("      - None\n", ""))
     line = line_of(path, "options:")
-    assert problems(lessons) == [
-        f"{path}:{line}: question 'second-pass': has 3 options, the English question has 4"
-    ]
+    assert problems(lessons) == [f"{path}:{line}: question 'second-pass': has 3 options, the English question has 4"]
 
 
 def test_translation_that_marks_correct_options_is_reported_at_its_options(lessons):
-    path = translate(lessons, TRANSLATION.replace("      - tensor(12.)\n", "      - text: tensor(12.)\n        correct: true\n"))
+    path = translate(
+        lessons, TRANSLATION.replace("      - tensor(12.)\n", "      - text: tensor(12.)\n        correct: true\n")
+    )
     line = line_of(path, "options:")
     assert problems(lessons) == [
         f"{path}:{line}: question 'second-pass': list options as plain text; the correct answer comes from English"
@@ -593,7 +609,7 @@ def test_partial_translation_shows_untranslated_slides_in_english_with_fallback(
     english = content.english.lesson("grad")
     ru = content.course("ru").lesson("grad")
     translated = {s["id"] for s in _fixture_lesson()["slides"]}
-    untranslated = [(e, r) for e, r in zip(english.slides, ru.slides) if e.id not in translated]
+    untranslated = [(e, r) for e, r in zip(english.slides, ru.slides, strict=False) if e.id not in translated]
     assert len(untranslated) == len(english.slides) - 6
     for en_slide, ru_slide in untranslated:
         assert ru_slide.fallback is True
@@ -604,7 +620,7 @@ def test_partial_translation_keeps_english_ids_and_order(partial):
     content, _ = load(partial)
     english, ru = content.english, content.course("ru")
     assert [l.id for l in ru.lessons] == [l.id for l in english.lessons]
-    for en_lesson, ru_lesson in zip(english.lessons, ru.lessons):
+    for en_lesson, ru_lesson in zip(english.lessons, ru.lessons, strict=False):
         assert [s.id for s in ru_lesson.slides] == [s.id for s in en_lesson.slides]
         assert [q.id for q in ru_lesson.quiz] == [q.id for q in en_lesson.quiz]
         assert ru_lesson.number == en_lesson.number
@@ -686,7 +702,7 @@ def test_language_without_a_folder_is_all_english_with_fallback(partial):
     es = content.course("es")
     assert es.language == "es"
     assert es.title == content.english.title
-    for lesson, english in zip(es.lessons, content.english.lessons):
+    for lesson, english in zip(es.lessons, content.english.lessons, strict=False):
         assert lesson.id == english.id
         assert lesson.recap_fallback is True
         assert [(s.id, s.text, s.fallback) for s in lesson.slides] == [(s.id, s.text, True) for s in english.slides]
@@ -732,7 +748,9 @@ def test_a_translated_exercise_replaces_the_english_texts_and_keeps_its_checks(l
     assert ru.hints[2] == "Поставь `x.grad = None` в начало тела цикла."
     assert ru.starter.endswith("# должно быть [4.0, 4.0]")
     assert [c.fail for c in ru.checks][0].startswith("`x.grad` равен {got}")
-    assert [(c.id, c.expr, c.kind, c.expect) for c in ru.checks] == [(c.id, c.expr, c.kind, c.expect) for c in english.checks]
+    assert [(c.id, c.expr, c.kind, c.expect) for c in ru.checks] == [
+        (c.id, c.expr, c.kind, c.expect) for c in english.checks
+    ]
     assert ru.solution == english.solution
 
 
@@ -806,11 +824,22 @@ def test_translated_slide_code_with_translated_comments_is_shown(lessons):
     assert "# между вызовами ничего не обнуляем" in slide.code
 
 
-@pytest.mark.parametrize("change, message", [
-    (("(x * x).backward()\n      print(x.grad)  # -> tensor(12.)", "(x * x).backward()\n      print(x.grad)  # -> tensor(13.)"),
-     "changes a '# ->' comment: those state what the line prints and stay as in English"),
-    (("x = torch.tensor(3.0", "x = torch.tensor(4.0"), "differs from the English code: translate only its comments"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            (
+                "(x * x).backward()\n      print(x.grad)  # -> tensor(12.)",
+                "(x * x).backward()\n      print(x.grad)  # -> tensor(13.)",
+            ),
+            "changes a '# ->' comment: those state what the line prints and stay as in English",
+        ),
+        (
+            ("x = torch.tensor(3.0", "x = torch.tensor(4.0"),
+            "differs from the English code: translate only its comments",
+        ),
+    ],
+)
 def test_translated_slide_code_that_changes_more_than_comments_is_reported(lessons, change, message):
     slide = SLIDE_CODE.replace(*change)
     path = translate(lessons, _with_slide(slide))

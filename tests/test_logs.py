@@ -39,7 +39,10 @@ def test_token_in_the_message_is_replaced(logged):
 def test_token_in_the_arguments_is_replaced(logged):
     logger, stream = logged
     logger.warning("request to %s failed after %d tries", URL, 3)
-    assert stream.getvalue() == f"WARNING request to https://api.telegram.org/bot{REDACTED}/getUpdates failed after 3 tries\n"
+    assert (
+        stream.getvalue()
+        == f"WARNING request to https://api.telegram.org/bot{REDACTED}/getUpdates failed after 3 tries\n"
+    )
 
 
 def test_a_message_with_percent_signs_survives_redaction(logged):

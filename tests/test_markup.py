@@ -47,7 +47,11 @@ def test_single_asterisk_is_literal():
 
 def test_parse_splits_text_into_runs():
     assert markup.parse("a `b` **c** d") == [
-        ("plain", "a "), ("code", "b"), ("plain", " "), ("bold", "c"), ("plain", " d"),
+        ("plain", "a "),
+        ("code", "b"),
+        ("plain", " "),
+        ("bold", "c"),
+        ("plain", " d"),
     ]
 
 
@@ -112,7 +116,10 @@ def test_left_to_right_text_is_left_alone():
 
 
 def test_numbers_and_latin_words_in_right_to_left_prose_are_isolated():
-    assert markup.to_html("الشريحة 3 / 13 في PyTorch 2.x.", rtl=True) == f"الشريحة {LRI}3 / 13{PDI} في {LRI}PyTorch 2.x{PDI}."
+    assert (
+        markup.to_html("الشريحة 3 / 13 في PyTorch 2.x.", rtl=True)
+        == f"الشريحة {LRI}3 / 13{PDI} في {LRI}PyTorch 2.x{PDI}."
+    )
 
 
 def test_bold_in_right_to_left_text_keeps_its_tags_outside_the_isolates():

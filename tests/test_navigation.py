@@ -37,13 +37,18 @@ def make_lesson(lesson_id: str, number: int, slides: int = 5, questions: int = 3
 
 
 COURSE = Course(
-    id="demo", language="en", title="Demo", description="A demo course.",
+    id="demo",
+    language="en",
+    title="Demo",
+    description="A demo course.",
     lessons=(make_lesson("one", 1), make_lesson("two", 2), make_lesson("three", 3, slides=4, questions=2)),
 )
 ONE, TWO, THREE = COURSE.lessons
 
 
-def at(lesson: Lesson, slide: int, furthest: int | None = None, *, read: bool = False, done: bool = False) -> LessonProgress:
+def at(
+    lesson: Lesson, slide: int, furthest: int | None = None, *, read: bool = False, done: bool = False
+) -> LessonProgress:
     return LessonProgress(lesson.id, slide, slide if furthest is None else furthest, read, done, started=True)
 
 
@@ -138,7 +143,9 @@ def test_resume_when_every_lesson_is_done_is_none():
 
 
 def test_missed_lists_the_latest_wrong_answers_in_lesson_order():
-    answers = dict([answer(ONE, "q2", False), answer(ONE, "q0", False), answer(ONE, "q1", True), answer(TWO, "q1", False)])
+    answers = dict(
+        [answer(ONE, "q2", False), answer(ONE, "q0", False), answer(ONE, "q1", True), answer(TWO, "q1", False)]
+    )
     assert missed(ONE, answers) == ["q0", "q2"]
     assert missed(TWO, answers) == ["q1"]
     assert missed(THREE, answers) == []
@@ -157,14 +164,18 @@ def test_answers_to_questions_no_longer_in_the_lesson_are_ignored():
 
 
 def test_lesson_score_counts_latest_correct_answers():
-    answers = dict([answer(ONE, "q0", True), answer(ONE, "q1", False), answer(ONE, "q2", True), answer(TWO, "q0", True)])
+    answers = dict(
+        [answer(ONE, "q0", True), answer(ONE, "q1", False), answer(ONE, "q2", True), answer(TWO, "q0", True)]
+    )
     assert lesson_score(ONE, answers) == 2
     assert lesson_score(TWO, answers) == 1
     assert lesson_score(THREE, answers) == 0
 
 
 def test_course_score_is_correct_answers_out_of_every_question():
-    answers = dict([answer(ONE, "q0", True), answer(TWO, "q2", True), answer(THREE, "q1", True), answer(THREE, "q0", False)])
+    answers = dict(
+        [answer(ONE, "q0", True), answer(TWO, "q2", True), answer(THREE, "q1", True), answer(THREE, "q0", False)]
+    )
     assert course_score(COURSE, answers) == (3, 8)
     assert course_score(COURSE, {}) == (0, 8)
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runner.result import CheckOutcome, RunResult
-
 from bot import practice
 from bot.lint import load_valid
+from runner.result import CheckOutcome, RunResult
 from tests.conftest import LESSONS, LOCALES
 
 COURSE = load_valid(LESSONS, LOCALES).english
@@ -21,9 +20,17 @@ class Limits:
 
 
 def _result(status="ok", stdout="", stderr="", checks=(), truncated=False) -> RunResult:
-    return RunResult(status=status, stdout=stdout, stderr=stderr, exit_code=0 if status == "ok" else 1,
-                     signal=None, duration_ms=3.0, truncated=truncated, checks=checks,
-                     passed=bool(checks) and all(c.passed for c in checks))
+    return RunResult(
+        status=status,
+        stdout=stdout,
+        stderr=stderr,
+        exit_code=0 if status == "ok" else 1,
+        signal=None,
+        duration_ms=3.0,
+        truncated=truncated,
+        checks=checks,
+        passed=bool(checks) and all(c.passed for c in checks),
+    )
 
 
 def test_runner_checks_carry_expressions_and_expectations_from_the_lesson():
@@ -56,14 +63,17 @@ def test_json_values_are_shown_as_python():
 def test_passed_checks_say_nothing_and_code_that_did_not_finish_says_so_once():
     ok = _result(checks=tuple(CheckOutcome(c.id, True, "checks.passed") for c in GRAD.checks))
     assert practice.check_feedback(GRAD, ok) == []
-    crashed = _result("error", checks=tuple(CheckOutcome(c.id, False, "checks.not_run", {"status": "error"})
-                                            for c in GRAD.checks))
+    crashed = _result(
+        "error", checks=tuple(CheckOutcome(c.id, False, "checks.not_run", {"status": "error"}) for c in GRAD.checks)
+    )
     lines = practice.check_feedback(GRAD, crashed)
     assert len(lines) == 1 and "run to the end" in lines[0]
 
 
 def test_a_check_that_cannot_be_read_names_the_expression():
-    result = _result(checks=(CheckOutcome("grad-value", False, "checks.error", {"expr": "x.grad", "error": "NameError"}),))
+    result = _result(
+        checks=(CheckOutcome("grad-value", False, "checks.error", {"expr": "x.grad", "error": "NameError"}),)
+    )
     assert "`x.grad`" in practice.check_feedback(GRAD, result)[0]
 
 

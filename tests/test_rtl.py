@@ -58,8 +58,12 @@ def test_the_slide_position_is_isolated_and_reads_n_of_total():
 def test_every_prose_line_arabic_shows_starts_right_to_left():
     with I18N.use("ar"):
         screens = [render.slide(ARABIC, lesson, i) for lesson in ARABIC.lessons for i in range(len(lesson.slides))]
-        screens += [render.help_text(), render.practice_intro(ARABIC, LESSON), render.hint(LESSON, ARABIC, 1),
-                    render.quiz_result(ARABIC, LESSON, 2, 1)]
+        screens += [
+            render.help_text(),
+            render.practice_intro(ARABIC, LESSON),
+            render.hint(LESSON, ARABIC, 1),
+            render.quiz_result(ARABIC, LESSON, 2, 1),
+        ]
     for screen in screens:
         for line in _prose_lines(screen.text):
             assert _first_strong(line) in ("R", "AL", None), line  # None: only numbers, like "3 / 13"

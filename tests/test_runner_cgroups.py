@@ -61,11 +61,18 @@ def test_v2_tree_on_a_fake_filesystem(tmp_path, monkeypatch):
     layout = _fake_v2(tmp_path)
     orig_mkdir = Path.mkdir
 
-    def mkdir(self, *a, **k):   # a real cgroupfs makes the control files itself
+    def mkdir(self, *a, **k):  # a real cgroupfs makes the control files itself
         orig_mkdir(self, *a, **k)
-        for name in ("cgroup.procs", "cgroup.subtree_control", "memory.events", "pids.max",
-                     "memory.max", "cgroup.kill"):
+        for name in (
+            "cgroup.procs",
+            "cgroup.subtree_control",
+            "memory.events",
+            "pids.max",
+            "memory.max",
+            "cgroup.kill",
+        ):
             (self / name).touch()
+
     monkeypatch.setattr(Path, "mkdir", mkdir)
     tree = cgroups.CgroupTree(layout, "coursebot-runner.test")
     tree._make(2)
@@ -76,13 +83,17 @@ def test_v2_tree_on_a_fake_filesystem(tmp_path, monkeypatch):
     assert (slot.dirs["unified"] / "memory.max").read_text() == str(1 << 20)
     (slot.dirs["unified"] / "memory.events").write_text("low 0\nmax 3\noom 1\noom_kill 1\n")
     assert slot.oom_killed()
-    assert slot.kill_all(timeout=0.1)          # empty cgroup.procs
+    assert slot.kill_all(timeout=0.1)  # empty cgroup.procs
     assert (slot.dirs["unified"] / "cgroup.kill").read_text() == "1"
 
 
 def test_parse_helpers():
     assert cgroups._parse_proc_cgroup("4:memory:/x\n1:cpu,cpuacct:/y\n0::/z\n") == {
-        "memory": "/x", "cpu": "/y", "cpuacct": "/y", "": "/z"}
+        "memory": "/x",
+        "cpu": "/y",
+        "cpuacct": "/y",
+        "": "/z",
+    }
     assert cgroups._join("/sys/fs/cgroup", "/docker/1", "/docker/1/sub") == Path("/sys/fs/cgroup/sub")
 
 
@@ -100,26 +111,29 @@ def test_real_pids_limit_binds_bounded():
     try:
         slot = tree.slots[0]
         slot.configure(Limits(max_processes=6))
-        code = ("import os, sys, time\n"
-                "sys.stdin.readline()\n"
-                "kids = []\n"
-                "for _ in range(40):\n"
-                "    try:\n"
-                "        pid = os.fork()\n"
-                "    except OSError:\n"
-                "        continue\n"
-                "    if pid == 0:\n"
-                "        time.sleep(0.3)\n"
-                "        os._exit(0)\n"
-                "    kids.append(pid)\n"
-                "for p in kids:\n"
-                "    os.waitpid(p, 0)\n"
-                "print(len(kids))\n")
-        p = subprocess.Popen([sys.executable, "-S", "-c", code], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
+        code = (
+            "import os, sys, time\n"
+            "sys.stdin.readline()\n"
+            "kids = []\n"
+            "for _ in range(40):\n"
+            "    try:\n"
+            "        pid = os.fork()\n"
+            "    except OSError:\n"
+            "        continue\n"
+            "    if pid == 0:\n"
+            "        time.sleep(0.3)\n"
+            "        os._exit(0)\n"
+            "    kids.append(pid)\n"
+            "for p in kids:\n"
+            "    os.waitpid(p, 0)\n"
+            "print(len(kids))\n"
+        )
+        p = subprocess.Popen(
+            [sys.executable, "-S", "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         slot.add(p.pid)
         out, _ = p.communicate("go\n", timeout=30)
-        assert 0 < int(out) <= 5          # the helper itself is one of the 6
+        assert 0 < int(out) <= 5  # the helper itself is one of the 6
     finally:
         tree.destroy()
 
@@ -129,11 +143,19 @@ def test_real_kill_all_reaps_a_setsid_daemon():
     try:
         slot = tree.slots[0]
         slot.configure(Limits())
-        p = subprocess.Popen([sys.executable, "-S", "-c",
-                              "import os, time, sys\nsys.stdin.readline()\n"
-                              "if os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\n"
-                              "print('forked', flush=True)\ntime.sleep(60)\n"],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        p = subprocess.Popen(
+            [
+                sys.executable,
+                "-S",
+                "-c",
+                "import os, time, sys\nsys.stdin.readline()\n"
+                "if os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\n"
+                "print('forked', flush=True)\ntime.sleep(60)\n",
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         slot.add(p.pid)
         p.stdin.write("go\n")
         p.stdin.flush()

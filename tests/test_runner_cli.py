@@ -5,16 +5,20 @@ import os
 import subprocess
 import sys
 
-
 from tests.runner_cases.helpers import repo_root, require_sandbox
 
 CASES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runner_cases")
 
 
 def run_cli(*args, timeout=180):
-    return subprocess.run([sys.executable, "-m", "runner", *args], capture_output=True, text=True,
-                          cwd=repo_root(), timeout=timeout, env={"PATH": os.environ.get("PATH", ""),
-                                                                 "LANG": "C.UTF-8"})
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *args],
+        capture_output=True,
+        text=True,
+        cwd=repo_root(),
+        timeout=timeout,
+        env={"PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8"},
+    )
 
 
 def test_exec_json_one_line_per_file_in_order():
@@ -27,7 +31,7 @@ def test_exec_json_one_line_per_file_in_order():
     assert "ValueError: boom" in lines[2]["stderr"] and lines[2]["exit_code"] == 1
     for x in lines:
         assert list(x) == ["status", "stdout", "stderr", "exit_code", "signal", "duration_ms", "truncated"]
-    assert p.returncode == 1          # one job was not ok
+    assert p.returncode == 1  # one job was not ok
 
 
 def test_exec_human_output():
@@ -43,8 +47,13 @@ def test_serve_refuses_without_address():
 
 
 def test_missing_bwrap_refuses_to_start():
-    p = subprocess.run([sys.executable, "-m", "runner", "exec", os.path.join(CASES, "hello.py")],
-                       capture_output=True, text=True, cwd=repo_root(), timeout=60,
-                       env={"PATH": "/usr/bin:/bin", "RUNNER_BWRAP": "/nonexistent/bwrap"})
+    p = subprocess.run(
+        [sys.executable, "-m", "runner", "exec", os.path.join(CASES, "hello.py")],
+        capture_output=True,
+        text=True,
+        cwd=repo_root(),
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "RUNNER_BWRAP": "/nonexistent/bwrap"},
+    )
     assert p.returncode == 2
     assert "apt-get install -y bubblewrap" in p.stderr

@@ -32,8 +32,14 @@ def test_container_is_locked_down():
 
 
 def test_limits_are_mapped():
-    c = cfg(memory_bytes=100 * 2**20, max_processes=9, cpu_time_s=2.5, file_size_bytes=1000,
-            open_files=50, tmpfs_bytes=4096 * 16)
+    c = cfg(
+        memory_bytes=100 * 2**20,
+        max_processes=9,
+        cpu_time_s=2.5,
+        file_size_bytes=1000,
+        open_files=50,
+        tmpfs_bytes=4096 * 16,
+    )
     assert c["mem_limit"] == c["memswap_limit"] == 100 * 2**20
     assert c["pids_limit"] == 9
     ul = {u["name"]: (u["soft"], u["hard"]) for u in c["ulimits"]}
@@ -48,16 +54,19 @@ def test_code_and_seed_travel_in_argv():
     assert c["command"][:2] == ["python3", "-I"]
 
 
-@pytest.mark.parametrize("args,status", [
-    ((0, False, False, False, ""), "ok"),
-    ((1, False, False, False, "Traceback\nValueError: x"), "error"),
-    ((1, False, False, False, "MemoryError"), "memory_limit"),
-    ((137, True, False, False, ""), "memory_limit"),
-    ((137, False, False, False, ""), "killed"),
-    ((152, False, False, False, ""), "timeout"),
-    ((None, False, True, False, ""), "timeout"),
-    ((0, False, False, True, ""), "output_limit"),
-])
+@pytest.mark.parametrize(
+    "args,status",
+    [
+        ((0, False, False, False, ""), "ok"),
+        ((1, False, False, False, "Traceback\nValueError: x"), "error"),
+        ((1, False, False, False, "MemoryError"), "memory_limit"),
+        ((137, True, False, False, ""), "memory_limit"),
+        ((137, False, False, False, ""), "killed"),
+        ((152, False, False, False, ""), "timeout"),
+        ((None, False, True, False, ""), "timeout"),
+        ((0, False, False, True, ""), "output_limit"),
+    ],
+)
 def test_classify(args, status):
     assert D.classify(*args)[0] == status
 
@@ -77,10 +86,12 @@ async def test_checks_of_the_wrong_type_are_refused():
 # Graded jobs. The program the container runs is run here directly (no engine needed): what is
 # under test is the report it leaves after the learner's stderr and the verdict made outside.
 
-CHECKS = grading.ExerciseChecks((
-    grading.Check(id="grad-value", expr="x.grad", kind="close", expect=4.0),
-    grading.Check(id="grads", expr="grads", kind="close", expect=[4.0, 4.0]),
-))
+CHECKS = grading.ExerciseChecks(
+    (
+        grading.Check(id="grad-value", expr="x.grad", kind="close", expect=4.0),
+        grading.Check(id="grads", expr="grads", kind="close", expect=[4.0, 4.0]),
+    )
+)
 SOLUTION = """import torch
 x = torch.tensor(2.0, requires_grad=True)
 grads = []
@@ -94,8 +105,9 @@ import sys; print("some stderr", file=sys.stderr)
 
 def _container_program(code: str) -> tuple[bytes, bytes | None, str]:
     nonce = grading.new_nonce()
-    command = D.container_config(code, Limits(), D.DockerConfig(python=sys.executable), 1,
-                                 grading.job_spec(CHECKS, nonce))["command"]
+    command = D.container_config(
+        code, Limits(), D.DockerConfig(python=sys.executable), 1, grading.job_spec(CHECKS, nonce)
+    )["command"]
     done = subprocess.run(command, capture_output=True, timeout=120, cwd=tempfile.gettempdir())
     assert D.BOOT in command and done.returncode in (0, 1)
     stderr, report = D.split_report(done.stderr)
@@ -118,18 +130,21 @@ def test_a_graded_container_job_reports_values_the_runner_grades_outside():
 
 
 def test_a_wrong_answer_in_a_container_fails_its_check():
-    stderr, report, nonce = _container_program(SOLUTION.replace("    x.grad = None\n", ""))
+    _stderr, report, nonce = _container_program(SOLUTION.replace("    x.grad = None\n", ""))
     outcomes, passed = grading.verify(CHECKS, "ok", report, nonce)
     assert not passed and [o.passed for o in outcomes] == [False, False]
 
 
-@pytest.mark.parametrize("cheat", [
-    'import sys; print("PASSED")',
-    'import sys; sys.stderr.write("\\n" + sys.argv[4]); sys.stderr.flush()\n' + SOLUTION,
-    "import os\nos._exit(0)",
-])
+@pytest.mark.parametrize(
+    "cheat",
+    [
+        'import sys; print("PASSED")',
+        'import sys; sys.stderr.write("\\n" + sys.argv[4]); sys.stderr.flush()\n' + SOLUTION,
+        "import os\nos._exit(0)",
+    ],
+)
 def test_cheating_in_a_container_never_passes(cheat):
-    stderr, report, nonce = _container_program(cheat)
+    _stderr, report, nonce = _container_program(cheat)
     assert not grading.verify(CHECKS, "ok", report, nonce)[1]
 
 
@@ -137,7 +152,7 @@ async def test_real_engine():
     b = D.DockerBackend()
     try:
         await asyncio.wait_for(b.start(), 10)
-    except (SandboxUnavailable, asyncio.TimeoutError):
+    except (TimeoutError, SandboxUnavailable):
         pytest.skip("no Docker engine reachable")
     try:
         r = await b.run("print(6 * 7)")

@@ -48,8 +48,14 @@ async def env():
     abstract.bind("\0" + abstract_name)
     abstract.listen(8)
     pool = await start_pool(size=2, queue=8)
-    yield {"pool": pool, "port": tcp.getsockname()[1], "unix": unix_path,
-           "abstract": abstract_name, "planted": planted, "root": repo_root()}
+    yield {
+        "pool": pool,
+        "port": tcp.getsockname()[1],
+        "unix": unix_path,
+        "abstract": abstract_name,
+        "planted": planted,
+        "root": repo_root(),
+    }
     await pool.close()
     for s in (tcp, unix, abstract):
         s.close()
@@ -60,8 +66,9 @@ async def env():
 
 
 async def run(env, code, limits=None, **kw):
-    return await env["pool"].run(code.format(**{k: v for k, v in env.items() if k != "pool"}),
-                                 limits={**FAST, **(limits or {})}, **kw)
+    return await env["pool"].run(
+        code.format(**{k: v for k, v in env.items() if k != "pool"}), limits={**FAST, **(limits or {})}, **kw
+    )
 
 
 async def cgroups_drained(pool, timeout=5.0):
@@ -79,12 +86,16 @@ def _held(pool):
 
 # --- the bounded proof comes first ------------------------------------------
 
+
 async def test_bounded_fork_test_proves_pids_limit(env):
-    r = await run(env, "import os, time\nn = 0\nkids = []\nfor _ in range(200):\n"
-                       "    try:\n        pid = os.fork()\n    except OSError:\n        continue\n"
-                       "    if pid == 0:\n        time.sleep(0.5)\n        os._exit(0)\n"
-                       "    kids.append(pid)\nfor k in kids:\n    os.waitpid(k, 0)\nprint(len(kids))",
-                  limits={"max_processes": 16, "wall_time_s": 15, "cpu_time_s": 10})
+    r = await run(
+        env,
+        "import os, time\nn = 0\nkids = []\nfor _ in range(200):\n"
+        "    try:\n        pid = os.fork()\n    except OSError:\n        continue\n"
+        "    if pid == 0:\n        time.sleep(0.5)\n        os._exit(0)\n"
+        "    kids.append(pid)\nfor k in kids:\n    os.waitpid(k, 0)\nprint(len(kids))",
+        limits={"max_processes": 16, "wall_time_s": 15, "cpu_time_s": 10},
+    )
     assert r.status == "ok", r
     assert 0 < int(r.stdout) <= 15
     PROVEN["pids"] = True
@@ -97,27 +108,36 @@ def _need_proof():
 
 async def test_fork_bomb(env):
     _need_proof()
-    r = await run(env, "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
-                  limits={"max_processes": 16, "wall_time_s": 2})
+    r = await run(
+        env,
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+        limits={"max_processes": 16, "wall_time_s": 2},
+    )
     assert r.status in ("timeout", "killed")
     assert await cgroups_drained(env["pool"])
 
 
 async def test_fork_bomb_with_threads(env):
     _need_proof()
-    r = await run(env, "import threading, time\n"
-                       "def spawn():\n    while True:\n        try:\n"
-                       "            threading.Thread(target=spawn, daemon=True).start()\n"
-                       "        except RuntimeError:\n            time.sleep(0.01)\nspawn()\n",
-                  limits={"max_processes": 16, "wall_time_s": 2})
+    r = await run(
+        env,
+        "import threading, time\n"
+        "def spawn():\n    while True:\n        try:\n"
+        "            threading.Thread(target=spawn, daemon=True).start()\n"
+        "        except RuntimeError:\n            time.sleep(0.01)\nspawn()\n",
+        limits={"max_processes": 16, "wall_time_s": 2},
+    )
     assert r.status in ("timeout", "killed", "error")
     assert await cgroups_drained(env["pool"])
 
 
 async def test_setsid_daemon_does_not_outlive_its_job(env):
-    r = await run(env, "import os, time\nif os.fork() == 0:\n    os.setsid()\n"
-                       "    if os.fork() == 0:\n        time.sleep(60)\n    os._exit(0)\n"
-                       "time.sleep(0.2)\nprint('parent done')\n")
+    r = await run(
+        env,
+        "import os, time\nif os.fork() == 0:\n    os.setsid()\n"
+        "    if os.fork() == 0:\n        time.sleep(60)\n    os._exit(0)\n"
+        "time.sleep(0.2)\nprint('parent done')\n",
+    )
     assert r.status == "ok" and r.stdout == "parent done\n"
     assert await cgroups_drained(env["pool"])
 
@@ -138,100 +158,270 @@ CASES = [
     # name, code, allowed statuses, predicate on the result, extra limits
     ("cpu_loop", "while True:\n    pass", {"timeout"}, None, {"cpu_time_s": 1}),
     ("sleep", "import time\ntime.sleep(60)", {"timeout"}, None, {"wall_time_s": 1}),
-    ("spinning_threads", "import threading\ndef spin():\n    while True: pass\n"
-     "for _ in range(4):\n    threading.Thread(target=spin).start()\n", {"timeout"}, None, {"cpu_time_s": 1}),
-    ("ignored_signals", "import signal\nfor s in (signal.SIGXCPU, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):\n"
-     "    signal.signal(s, signal.SIG_IGN)\nwhile True: pass", {"timeout"}, None, {"cpu_time_s": 1}),
+    (
+        "spinning_threads",
+        "import threading\ndef spin():\n    while True: pass\n"
+        "for _ in range(4):\n    threading.Thread(target=spin).start()\n",
+        {"timeout"},
+        None,
+        {"cpu_time_s": 1},
+    ),
+    (
+        "ignored_signals",
+        "import signal\nfor s in (signal.SIGXCPU, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):\n"
+        "    signal.signal(s, signal.SIG_IGN)\nwhile True: pass",
+        {"timeout"},
+        None,
+        {"cpu_time_s": 1},
+    ),
     ("memory_bytearray", "b = bytearray(3 * 2**30)", {"memory_limit"}, None, {"memory_bytes": 256 * 2**20}),
-    ("memory_list_growth", "a = []\nwhile True:\n    a.append(' ' * 10**6)", {"memory_limit"}, None,
-     {"memory_bytes": 256 * 2**20}),
+    (
+        "memory_list_growth",
+        "a = []\nwhile True:\n    a.append(' ' * 10**6)",
+        {"memory_limit"},
+        None,
+        {"memory_bytes": 256 * 2**20},
+    ),
     ("torch_empty_huge", "import torch\nx = torch.empty(10**11)", {"memory_limit"}, None, {}),
-    ("torch_ones_16gb", "import torch\nx = torch.ones(4 * 10**9)", {"memory_limit"}, None,
-     {"memory_bytes": 256 * 2**20, "wall_time_s": 10}),
-    ("stdout_flood", "while True:\n    print('x' * 1000)", {"output_limit"},
-     lambda r: r.truncated and len(r.stdout) <= 64 * 1024, {}),
-    ("stderr_flood", "import sys\nwhile True:\n    sys.stderr.write('e' * 4096)", {"output_limit"},
-     lambda r: r.truncated, {}),
-    ("binary_output", "import sys\nsys.stdout.buffer.write(bytes(range(256)) * 4)\nsys.stdout.flush()",
-     {"ok"}, lambda r: "\ufffd" in r.stdout and len(r.stdout) > 0, {}),
-    ("disk_fill", "with open('big', 'wb') as f:\n    while True:\n        f.write(b'x' * 2**20)",
-     {"error"}, lambda r: "No space left" in r.stderr or "File too large" in r.stderr, {}),
-    ("flood_of_small_files", "import os\nfor i in range(100000):\n    open(f'/tmp/f{{i}}', 'w').close()",
-     {"error"}, lambda r: "No space left" in r.stderr, {}),
-    ("write_outside_tmpfs", "open('/usr/lib/x', 'w')", {"error"},
-     lambda r: "Read-only" in r.stderr or "Permission" in r.stderr, {}),
-    ("read_root", "import os\nprint(sorted(os.listdir('/root')) if os.path.exists('/root') else [])\n"
-     "print(os.path.exists('/root/.bashrc'), os.path.exists('/root/.ssh'))", {"ok"},
-     lambda r: r.stdout.splitlines()[1] == "False False" and
-     set(eval(r.stdout.splitlines()[0])) <= _INTERPRETER_UNDER_ROOT, {}),
-    ("etc_shadow", "print(open('/etc/shadow').read())", {"error"},
-     lambda r: "FileNotFoundError" in r.stderr, {}),
-    ("etc_is_minimal", "import os\nprint(sorted(os.listdir('/etc')))", {"ok"},
-     lambda r: set(eval(r.stdout)) <= {"passwd", "group", "ld.so.cache"}, {}),
-    ("the_repo_and_data", "import os\nprint([os.path.exists(p) for p in ('{root}/lessons', '{root}/data', "
-     "'{root}/bot', '{root}/runner', '{root}/.git', '{planted}', '/home', '/work/main/data')])",
-     {"ok"}, lambda r: "True" not in r.stdout, {}),
-    ("environment", "import os\nprint(sorted(os.environ))\nprint(open('/proc/self/environ', 'rb').read())\n"
-     "print(open('/proc/1/environ', 'rb').read() if os.access('/proc/1/environ', os.R_OK) else b'')",
-     {"ok", "error"}, lambda r: "TELEGRAM" not in r.stdout and "hostile-test-secret" not in r.stdout, {}),
-    ("other_processes", "import os\nprint(sorted(p for p in os.listdir('/proc') if p.isdigit()))\n"
-     "try:\n    open('/proc/1/mem', 'rb').read(1)\n    print('mem open')\nexcept OSError as e:\n    print(type(e).__name__)",
-     {"ok"}, lambda r: r.stdout.splitlines()[0] == "['1', '2']" and "mem open" not in r.stdout, {}),
-    ("ptrace_parent", "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-     "print(os.getppid(), libc.ptrace(16, 1, 0, 0), ctypes.get_errno())", {"ok"},
-     lambda r: r.stdout.split()[:2] == ["0", "-1"], {}),
-    ("kill_init", "import os\nos.kill(1, 9)\nprint('still here')", {"ok"},
-     lambda r: r.stdout == "still here\n", {}),
+    (
+        "torch_ones_16gb",
+        "import torch\nx = torch.ones(4 * 10**9)",
+        {"memory_limit"},
+        None,
+        {"memory_bytes": 256 * 2**20, "wall_time_s": 10},
+    ),
+    (
+        "stdout_flood",
+        "while True:\n    print('x' * 1000)",
+        {"output_limit"},
+        lambda r: r.truncated and len(r.stdout) <= 64 * 1024,
+        {},
+    ),
+    (
+        "stderr_flood",
+        "import sys\nwhile True:\n    sys.stderr.write('e' * 4096)",
+        {"output_limit"},
+        lambda r: r.truncated,
+        {},
+    ),
+    (
+        "binary_output",
+        "import sys\nsys.stdout.buffer.write(bytes(range(256)) * 4)\nsys.stdout.flush()",
+        {"ok"},
+        lambda r: "\ufffd" in r.stdout and len(r.stdout) > 0,
+        {},
+    ),
+    (
+        "disk_fill",
+        "with open('big', 'wb') as f:\n    while True:\n        f.write(b'x' * 2**20)",
+        {"error"},
+        lambda r: "No space left" in r.stderr or "File too large" in r.stderr,
+        {},
+    ),
+    (
+        "flood_of_small_files",
+        "import os\nfor i in range(100000):\n    open(f'/tmp/f{{i}}', 'w').close()",
+        {"error"},
+        lambda r: "No space left" in r.stderr,
+        {},
+    ),
+    (
+        "write_outside_tmpfs",
+        "open('/usr/lib/x', 'w')",
+        {"error"},
+        lambda r: "Read-only" in r.stderr or "Permission" in r.stderr,
+        {},
+    ),
+    (
+        "read_root",
+        "import os\nprint(sorted(os.listdir('/root')) if os.path.exists('/root') else [])\n"
+        "print(os.path.exists('/root/.bashrc'), os.path.exists('/root/.ssh'))",
+        {"ok"},
+        lambda r: (
+            r.stdout.splitlines()[1] == "False False" and set(eval(r.stdout.splitlines()[0])) <= _INTERPRETER_UNDER_ROOT
+        ),
+        {},
+    ),
+    ("etc_shadow", "print(open('/etc/shadow').read())", {"error"}, lambda r: "FileNotFoundError" in r.stderr, {}),
+    (
+        "etc_is_minimal",
+        "import os\nprint(sorted(os.listdir('/etc')))",
+        {"ok"},
+        lambda r: set(eval(r.stdout)) <= {"passwd", "group", "ld.so.cache"},
+        {},
+    ),
+    (
+        "the_repo_and_data",
+        "import os\nprint([os.path.exists(p) for p in ('{root}/lessons', '{root}/data', "
+        "'{root}/bot', '{root}/runner', '{root}/.git', '{planted}', '/home', '/work/main/data')])",
+        {"ok"},
+        lambda r: "True" not in r.stdout,
+        {},
+    ),
+    (
+        "environment",
+        "import os\nprint(sorted(os.environ))\nprint(open('/proc/self/environ', 'rb').read())\n"
+        "print(open('/proc/1/environ', 'rb').read() if os.access('/proc/1/environ', os.R_OK) else b'')",
+        {"ok", "error"},
+        lambda r: "TELEGRAM" not in r.stdout and "hostile-test-secret" not in r.stdout,
+        {},
+    ),
+    (
+        "other_processes",
+        "import os\nprint(sorted(p for p in os.listdir('/proc') if p.isdigit()))\n"
+        "try:\n    open('/proc/1/mem', 'rb').read(1)\n    print('mem open')\nexcept OSError as e:\n    print(type(e).__name__)",
+        {"ok"},
+        lambda r: r.stdout.splitlines()[0] == "['1', '2']" and "mem open" not in r.stdout,
+        {},
+    ),
+    (
+        "ptrace_parent",
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "print(os.getppid(), libc.ptrace(16, 1, 0, 0), ctypes.get_errno())",
+        {"ok"},
+        lambda r: r.stdout.split()[:2] == ["0", "-1"],
+        {},
+    ),
+    ("kill_init", "import os\nos.kill(1, 9)\nprint('still here')", {"ok"}, lambda r: r.stdout == "still here\n", {}),
     ("kill_parent", "import os\nos.kill(os.getppid(), 9)\nprint('alive')", {"ok", "killed"}, None, {}),
     ("kill_everything", "import os\nos.kill(-1, 9)\nprint('alive')", {"ok", "killed", "error"}, None, {}),
-    ("network_by_ip", "import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=1)\nprint('CONNECTED')",
-     {"error"}, lambda r: "CONNECTED" not in r.stdout, {}),
-    ("network_dns", "import socket\nprint(socket.getaddrinfo('example.com', 80))", {"error"},
-     lambda r: "gaierror" in r.stderr or "Error" in r.stderr, {}),
-    ("raw_and_netlink_sockets", "import socket\nfor fam, kind in ((socket.AF_INET, socket.SOCK_RAW), "
-     "(socket.AF_NETLINK, socket.SOCK_RAW), (socket.AF_PACKET, socket.SOCK_RAW)):\n"
-     "    try:\n        socket.socket(fam, kind)\n        print('OPENED')\n    except OSError as e:\n"
-     "        print(e.errno)", {"ok"}, lambda r: "OPENED" not in r.stdout, {}),
-    ("unix_socket_of_the_runner", "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect('{unix}')\nprint('CONNECTED')",
-     {"error"}, lambda r: "CONNECTED" not in r.stdout, {}),
-    ("abstract_unix_socket", "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect('\\0{abstract}')\nprint('CONNECTED')",
-     {"error"}, lambda r: "CONNECTED" not in r.stdout, {}),
-    ("run_dir", "import os\nprint(os.path.exists('/run'), os.path.exists('/var/run'))", {"ok"},
-     lambda r: r.stdout == "False False\n", {}),
-    ("inherited_fds", "import os\nok = []\nfor fd in range(3, 256):\n    try:\n        os.fstat(fd)\n"
-     "        ok.append(fd)\n    except OSError:\n        pass\nprint(ok)", {"ok"},
-     lambda r: eval(r.stdout) in ([3], [3, 4]), {}),
-    ("write_into_inherited_fds", "import os\nfor fd in range(3, 256):\n    try:\n        os.write(fd, b'{{\"status\": 0}}')\n"
-     "    except OSError:\n        pass\nprint('done')", {"ok", "error"}, lambda r: r.stdout == "done\n", {}),
+    (
+        "network_by_ip",
+        "import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=1)\nprint('CONNECTED')",
+        {"error"},
+        lambda r: "CONNECTED" not in r.stdout,
+        {},
+    ),
+    (
+        "network_dns",
+        "import socket\nprint(socket.getaddrinfo('example.com', 80))",
+        {"error"},
+        lambda r: "gaierror" in r.stderr or "Error" in r.stderr,
+        {},
+    ),
+    (
+        "raw_and_netlink_sockets",
+        "import socket\nfor fam, kind in ((socket.AF_INET, socket.SOCK_RAW), "
+        "(socket.AF_NETLINK, socket.SOCK_RAW), (socket.AF_PACKET, socket.SOCK_RAW)):\n"
+        "    try:\n        socket.socket(fam, kind)\n        print('OPENED')\n    except OSError as e:\n"
+        "        print(e.errno)",
+        {"ok"},
+        lambda r: "OPENED" not in r.stdout,
+        {},
+    ),
+    (
+        "unix_socket_of_the_runner",
+        "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect('{unix}')\nprint('CONNECTED')",
+        {"error"},
+        lambda r: "CONNECTED" not in r.stdout,
+        {},
+    ),
+    (
+        "abstract_unix_socket",
+        "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect('\\0{abstract}')\nprint('CONNECTED')",
+        {"error"},
+        lambda r: "CONNECTED" not in r.stdout,
+        {},
+    ),
+    (
+        "run_dir",
+        "import os\nprint(os.path.exists('/run'), os.path.exists('/var/run'))",
+        {"ok"},
+        lambda r: r.stdout == "False False\n",
+        {},
+    ),
+    (
+        "inherited_fds",
+        "import os\nok = []\nfor fd in range(3, 256):\n    try:\n        os.fstat(fd)\n"
+        "        ok.append(fd)\n    except OSError:\n        pass\nprint(ok)",
+        {"ok"},
+        lambda r: eval(r.stdout) in ([3], [3, 4]),
+        {},
+    ),
+    (
+        "write_into_inherited_fds",
+        "import os\nfor fd in range(3, 256):\n    try:\n        os.write(fd, b'{{\"status\": 0}}')\n"
+        "    except OSError:\n        pass\nprint('done')",
+        {"ok", "error"},
+        lambda r: r.stdout == "done\n",
+        {},
+    ),
     ("segfault", "import ctypes\nctypes.string_at(0)", {"killed"}, lambda r: r.signal == signal.SIGSEGV, {}),
-    ("runaway_recursion", "def f():\n    return f()\nf()", {"error"},
-     lambda r: "RecursionError" in r.stderr and r.stderr.count("<snippet>") < 10, {}),
-    ("stack_overflow", "import sys\nsys.setrecursionlimit(10**7)\ndef f(n):\n    return f(n + 1)\nf(0)",
-     {"killed", "error", "memory_limit"}, None, {}),
-    ("forged_protocol_frames", "import sys, struct, json\nb = json.dumps({{'v': 1, 'id': 1, 'ok': True, "
-     "'result': {{'status': 'ok'}}}}).encode()\nsys.stdout.buffer.write(struct.pack('>I', len(b)) + b)\n"
-     "print('PASSED')", {"ok"}, lambda r: "PASSED" in r.stdout, {}),
-    ("setuid_programs", "import os\nprint([os.path.exists(p) for p in ('/usr/bin/su', '/usr/bin/sudo', "
-     "'/usr/bin/passwd', '/bin/mount')], bool(os.statvfs('/usr/lib').f_flag & os.ST_NOSUID),\n"
-     "      open('/proc/self/status').read().split('NoNewPrivs:')[1].split()[0])\nos.setuid(0)", {"error"},
-     lambda r: r.stdout == "[False, False, False, False] True 1\n" and
-     ("PermissionError" in r.stderr or "Invalid argument" in r.stderr), {}),
-    ("mount_unshare_chroot", "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-     "print(libc.mount(b'tmpfs', b'/mnt', b'tmpfs', 0, None), libc.unshare(0x10000000), "
-     "libc.unshare(0x00020000))\nos.chroot('/tmp')", {"error"},
-     lambda r: r.stdout.split() == ["-1", "-1", "-1"] and "PermissionError" in r.stderr, {}),
-    ("keyring_and_bpf", "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-     "print(libc.syscall(250, 0, 0, 0, 0), libc.syscall(321, 0, 0, 0), libc.syscall(425, 1, 0))",
-     {"ok"}, lambda r: r.stdout.split() == ["-1", "-1", "-1"], {}),
-    ("torch_set_num_threads_256", "import torch\ntorch.set_num_threads(256)\n"
-     "print((torch.ones(512, 512) @ torch.ones(512, 512)).sum().item())",
-     {"ok", "killed", "error"}, None, {"max_processes": 32}),
-    ("torch_multiprocessing", "import torch.multiprocessing as mp\n"
-     "def f(q):\n    q.put(7)\nif __name__ == '__main__':\n    ctx = mp.get_context('fork')\n"
-     "    q = ctx.Queue()\n    p = ctx.Process(target=f, args=(q,))\n    p.start()\n    print(q.get(timeout=5))\n    p.join()",
-     {"ok"}, lambda r: r.stdout == "7\n", {"wall_time_s": 8}),
-    ("read_stdin", "import sys\nprint(repr(sys.stdin.read()))\ninput()", {"error"},
-     lambda r: r.stdout == "''\n" and "EOFError" in r.stderr, {}),
+    (
+        "runaway_recursion",
+        "def f():\n    return f()\nf()",
+        {"error"},
+        lambda r: "RecursionError" in r.stderr and r.stderr.count("<snippet>") < 10,
+        {},
+    ),
+    (
+        "stack_overflow",
+        "import sys\nsys.setrecursionlimit(10**7)\ndef f(n):\n    return f(n + 1)\nf(0)",
+        {"killed", "error", "memory_limit"},
+        None,
+        {},
+    ),
+    (
+        "forged_protocol_frames",
+        "import sys, struct, json\nb = json.dumps({{'v': 1, 'id': 1, 'ok': True, "
+        "'result': {{'status': 'ok'}}}}).encode()\nsys.stdout.buffer.write(struct.pack('>I', len(b)) + b)\n"
+        "print('PASSED')",
+        {"ok"},
+        lambda r: "PASSED" in r.stdout,
+        {},
+    ),
+    (
+        "setuid_programs",
+        "import os\nprint([os.path.exists(p) for p in ('/usr/bin/su', '/usr/bin/sudo', "
+        "'/usr/bin/passwd', '/bin/mount')], bool(os.statvfs('/usr/lib').f_flag & os.ST_NOSUID),\n"
+        "      open('/proc/self/status').read().split('NoNewPrivs:')[1].split()[0])\nos.setuid(0)",
+        {"error"},
+        lambda r: (
+            r.stdout == "[False, False, False, False] True 1\n"
+            and ("PermissionError" in r.stderr or "Invalid argument" in r.stderr)
+        ),
+        {},
+    ),
+    (
+        "mount_unshare_chroot",
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "print(libc.mount(b'tmpfs', b'/mnt', b'tmpfs', 0, None), libc.unshare(0x10000000), "
+        "libc.unshare(0x00020000))\nos.chroot('/tmp')",
+        {"error"},
+        lambda r: r.stdout.split() == ["-1", "-1", "-1"] and "PermissionError" in r.stderr,
+        {},
+    ),
+    (
+        "keyring_and_bpf",
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "print(libc.syscall(250, 0, 0, 0, 0), libc.syscall(321, 0, 0, 0), libc.syscall(425, 1, 0))",
+        {"ok"},
+        lambda r: r.stdout.split() == ["-1", "-1", "-1"],
+        {},
+    ),
+    (
+        "torch_set_num_threads_256",
+        "import torch\ntorch.set_num_threads(256)\nprint((torch.ones(512, 512) @ torch.ones(512, 512)).sum().item())",
+        {"ok", "killed", "error"},
+        None,
+        {"max_processes": 32},
+    ),
+    (
+        "torch_multiprocessing",
+        "import torch.multiprocessing as mp\n"
+        "def f(q):\n    q.put(7)\nif __name__ == '__main__':\n    ctx = mp.get_context('fork')\n"
+        "    q = ctx.Queue()\n    p = ctx.Process(target=f, args=(q,))\n    p.start()\n    print(q.get(timeout=5))\n    p.join()",
+        {"ok"},
+        lambda r: r.stdout == "7\n",
+        {"wall_time_s": 8},
+    ),
+    (
+        "read_stdin",
+        "import sys\nprint(repr(sys.stdin.read()))\ninput()",
+        {"error"},
+        lambda r: r.stdout == "''\n" and "EOFError" in r.stderr,
+        {},
+    ),
 ]
 
 
@@ -244,21 +434,29 @@ async def test_hostile(env, name, code, statuses, pred, limits):
 
 
 async def test_files_do_not_persist_between_jobs(env):
-    r = await run(env, "import os\nfor p in ('marker', '/tmp/marker', '/dev/shm/marker'):\n"
-                       "    open(p, 'w').write('x')\nprint(os.getcwd())")
+    r = await run(
+        env,
+        "import os\nfor p in ('marker', '/tmp/marker', '/dev/shm/marker'):\n"
+        "    open(p, 'w').write('x')\nprint(os.getcwd())",
+    )
     assert r.status == "ok" and r.stdout == "/sandbox\n"
-    r = await run(env, "import os\nprint([os.path.exists(p) for p in ('marker', '/tmp/marker', '/dev/shm/marker')],"
-                       " os.listdir('.'), os.listdir('/tmp'))")
+    r = await run(
+        env,
+        "import os\nprint([os.path.exists(p) for p in ('marker', '/tmp/marker', '/dev/shm/marker')],"
+        " os.listdir('.'), os.listdir('/tmp'))",
+    )
     assert r.stdout == "[False, False, False] [] []\n"
 
 
 async def test_parallel_jobs_do_not_see_each_other(env):
-    code = ("import os, time\ntag = '{tag}'\nopen('/tmp/' + tag, 'w').write(tag)\n"
-            "for i in range(50):\n    print(tag)\n    time.sleep(0.005)\n"
-            "print(sorted(os.listdir('/tmp')), sorted(p for p in os.listdir('/proc') if p.isdigit()))")
+    code = (
+        "import os, time\ntag = '{tag}'\nopen('/tmp/' + tag, 'w').write(tag)\n"
+        "for i in range(50):\n    print(tag)\n    time.sleep(0.005)\n"
+        "print(sorted(os.listdir('/tmp')), sorted(p for p in os.listdir('/proc') if p.isdigit()))"
+    )
     tags = [f"job{i}" for i in range(4)]
     rs = await asyncio.gather(*[env["pool"].run(code.replace("{tag}", t)) for t in tags])
-    for t, r in zip(tags, rs):
+    for t, r in zip(tags, rs, strict=False):
         lines = r.stdout.splitlines()
         assert lines[:50] == [t] * 50
         assert lines[50] == f"['{t}'] ['1', '2']"
@@ -285,8 +483,9 @@ async def test_forged_verdicts_never_pass(env):
         assert not r.passed, (code, r)
         assert not any(c.passed for c in r.checks), (code, r)
     # and the honest solution does pass
-    r = await env["pool"].run("import torch\nx = torch.tensor(3.0, requires_grad=True)\n(x * x).backward()",
-                              checks=checks)
+    r = await env["pool"].run(
+        "import torch\nx = torch.tensor(3.0, requires_grad=True)\n(x * x).backward()", checks=checks
+    )
     assert r.passed
 
 

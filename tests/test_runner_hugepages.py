@@ -17,7 +17,7 @@ def test_only_whole_huge_pages_of_private_anonymous_memory():
     ranges = hugepages.anonymous_ranges(MAPS)
     huge = hugepages.HUGE
     assert ranges == [
-        (0x55d0c1200000, 0x55d0c9400000),   # the heap, trimmed to 2 MiB boundaries
-        (0x7f0000000000, 0x7f0000400000),   # an anonymous mapping, whole
-    ]                                       # files, shared memory, the stack and small maps: no
+        (0x55D0C1200000, 0x55D0C9400000),  # the heap, trimmed to 2 MiB boundaries
+        (0x7F0000000000, 0x7F0000400000),  # an anonymous mapping, whole
+    ]  # files, shared memory, the stack and small maps: no
     assert all(lo % huge == 0 and hi % huge == 0 for lo, hi in ranges)

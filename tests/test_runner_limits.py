@@ -28,8 +28,9 @@ def test_from_dict_none_is_base():
     assert Limits.from_dict(None, base) is base
 
 
-@pytest.mark.parametrize("bad", [{"nope": 1}, {"cpu_time_s": 0}, {"cpu_time_s": -1},
-                                 {"max_processes": True}, {"memory_bytes": "1"}])
+@pytest.mark.parametrize(
+    "bad", [{"nope": 1}, {"cpu_time_s": 0}, {"cpu_time_s": -1}, {"max_processes": True}, {"memory_bytes": "1"}]
+)
 def test_bad_limits_rejected(bad):
     with pytest.raises(InvalidRequest):
         Limits.from_dict(bad)

@@ -37,10 +37,10 @@ def test_overflow_keeps_the_budget_and_drops_the_rest_but_still_drains():
     s.pump()
     assert (bytes(s.data), s.overflow) == (b"01234", True)
     os.write(w, b"more")
-    s.pump()                          # read (so the writer never blocks) and dropped
+    s.pump()  # read (so the writer never blocks) and dropped
     assert bytes(s.data) == b"01234"
     with pytest.raises(BlockingIOError):
-        os.read(s.fd, 10)             # nothing left in the pipe
+        os.read(s.fd, 10)  # nothing left in the pipe
     os.close(w)
     s.pump()
     assert (bytes(s.data), s.eof) == (b"01234", True)
@@ -74,7 +74,7 @@ def test_a_flood_is_read_a_few_chunks_per_call():
         pass
     s.pump(reads=1)
     assert 0 < len(s.data) <= pipes.CHUNK
-    s.pump(None)                      # until it is empty
+    s.pump(None)  # until it is empty
     assert len(s.data) == written and not s.eof
     os.close(w)
     s.close()

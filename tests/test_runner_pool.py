@@ -35,8 +35,9 @@ async def test_trivial(pool):
 
 
 async def test_torch_and_autograd(pool):
-    r = await pool.run("import torch\nx = torch.tensor(3.0, requires_grad=True)\n"
-                       "(x ** 2).backward()\nprint(x.grad.item())")
+    r = await pool.run(
+        "import torch\nx = torch.tensor(3.0, requires_grad=True)\n(x ** 2).backward()\nprint(x.grad.item())"
+    )
     assert r.status == "ok" and r.stdout == "6.0\n"
 
 
@@ -60,12 +61,15 @@ async def test_syntax_error(pool):
     assert r.status == "error" and "SyntaxError" in r.stderr and "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("code,status,exit_code", [
-    ("import sys; sys.exit(0)", "ok", 0),
-    ("import sys; sys.exit(3)", "error", 3),
-    ("import os; os._exit(5)", "error", 5),
-    ("raise SystemExit('bye')", "error", 1),
-])
+@pytest.mark.parametrize(
+    "code,status,exit_code",
+    [
+        ("import sys; sys.exit(0)", "ok", 0),
+        ("import sys; sys.exit(3)", "error", 3),
+        ("import os; os._exit(5)", "error", 5),
+        ("raise SystemExit('bye')", "error", 1),
+    ],
+)
 async def test_exit_codes(pool, code, status, exit_code):
     r = await pool.run(code)
     assert (r.status, r.exit_code) == (status, exit_code)
@@ -76,8 +80,9 @@ async def test_each_limit_has_its_status(pool):
     assert r.status == "timeout"
     r = await pool.run("while True: pass", limits={"cpu_time_s": 1, "wall_time_s": 10})
     assert r.status == "timeout" and r.signal in (signal.SIGXCPU, signal.SIGKILL)
-    r = await pool.run("b = bytearray(600 * 2**20)\nb[::4096] = b'x' * len(b[::4096])",
-                       limits={"memory_bytes": 128 * 2**20})
+    r = await pool.run(
+        "b = bytearray(600 * 2**20)\nb[::4096] = b'x' * len(b[::4096])", limits={"memory_bytes": 128 * 2**20}
+    )
     assert r.status == "memory_limit"
     r = await pool.run("print('x' * 100000)", limits={"output_bytes": 1000})
     assert r.status == "output_limit" and r.truncated and len(r.stdout) == 1000
@@ -123,8 +128,10 @@ async def test_bad_requests(pool):
 
 
 async def test_runs_as_unprivileged_uid(pool):
-    r = await pool.run("import os\nprint(os.getuid(), os.geteuid(), os.getpid())\n"
-                       "print(open('/proc/self/status').read().split('CapEff:')[1].split()[0])")
+    r = await pool.run(
+        "import os\nprint(os.getuid(), os.geteuid(), os.getpid())\n"
+        "print(open('/proc/self/status').read().split('CapEff:')[1].split()[0])"
+    )
     uid, euid, pid = r.stdout.split()[:3]
     assert uid == euid and pid == "2"
     if os.geteuid() == 0:
@@ -133,15 +140,15 @@ async def test_runs_as_unprivileged_uid(pool):
 
 
 async def test_graded_checks(pool):
-    checks = ExerciseChecks(checks=(Check("grad", "x.grad", expect=6.0),
-                                    Check("leaf", "x.is_leaf", kind="true")))
+    checks = ExerciseChecks(checks=(Check("grad", "x.grad", expect=6.0), Check("leaf", "x.is_leaf", kind="true")))
     good = "import torch\nx = torch.tensor(3.0, requires_grad=True)\n(x * x).backward()\n"
     r = await pool.run(good, checks=checks)
     assert r.passed and [c.passed for c in r.checks] == [True, True]
     r = await pool.run(good, checks=ExerciseChecks(checks=(Check("grad", "x.grad", expect=6.0),)))
     assert r.passed and r.checks[0].message_key == "checks.passed"
-    r = await pool.run(good.replace("x * x", "x * x * x"),
-                       checks=ExerciseChecks(checks=(Check("grad", "x.grad", expect=6.0),)))
+    r = await pool.run(
+        good.replace("x * x", "x * x * x"), checks=ExerciseChecks(checks=(Check("grad", "x.grad", expect=6.0),))
+    )
     assert not r.passed and r.checks[0].message_key == "checks.mismatch"
 
 
@@ -161,25 +168,38 @@ async def test_zygote_restarts_after_it_dies(pool):
         try:
             r = await pool.run("print('back')")
             break
-        except Exception:       # the job that met the dead zygote fails as machinery
+        except Exception:  # the job that met the dead zygote fails as machinery
             continue
     assert r.stdout == "back\n"
 
 
-GOOD_FACTS = {"inet": "PermissionError", "inet6": "OSError", "loopback": "PermissionError",
-              "unix": "FileNotFoundError", "planted": False, "root": [".pyenv"],
-              "status": {"NoNewPrivs": "1", "Seccomp": "2", "CapEff": "0000000000000000",
-                         "CapBnd": "0000000000000000"}, "pids": ["1", "2"], "env": []}
+GOOD_FACTS = {
+    "inet": "PermissionError",
+    "inet6": "OSError",
+    "loopback": "PermissionError",
+    "unix": "FileNotFoundError",
+    "planted": False,
+    "root": [".pyenv"],
+    "status": {"NoNewPrivs": "1", "Seccomp": "2", "CapEff": "0000000000000000", "CapBnd": "0000000000000000"},
+    "pids": ["1", "2"],
+    "env": [],
+}
 
 
 @pytest.mark.asyncio(loop_scope="module")
 async def test_probe_failures_pure():
     from runner.pool import probe_failures
+
     assert probe_failures(GOOD_FACTS, {".pyenv"}) == []
-    for key, bad, words in [("inet", "ALLOWED", "IP socket"), ("loopback", "ALLOWED", "loopback"),
-                            ("unix", "ALLOWED", "Unix socket"), ("planted", True, "planted"),
-                            ("root", [".pyenv", ".ssh"], "/root"), ("pids", ["1", "2", "77"], "pid"),
-                            ("env", ["TELEGRAM_BOT_TOKEN"], "environment")]:
+    for key, bad, words in [
+        ("inet", "ALLOWED", "IP socket"),
+        ("loopback", "ALLOWED", "loopback"),
+        ("unix", "ALLOWED", "Unix socket"),
+        ("planted", True, "planted"),
+        ("root", [".pyenv", ".ssh"], "/root"),
+        ("pids", ["1", "2", "77"], "pid"),
+        ("env", ["TELEGRAM_BOT_TOKEN"], "environment"),
+    ]:
         facts = {**GOOD_FACTS, key: bad}
         msgs = probe_failures(facts, {".pyenv"})
         assert len(msgs) == 1 and words in msgs[0], (key, msgs)

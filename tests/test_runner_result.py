@@ -4,15 +4,29 @@ from runner.result import STATUSES, CheckOutcome, RunResult
 
 
 def sample(**kw):
-    base = dict(status="ok", stdout="a", stderr="", exit_code=0, signal=None,
-                duration_ms=1.5, truncated=False)
+    base = {
+        "status": "ok",
+        "stdout": "a",
+        "stderr": "",
+        "exit_code": 0,
+        "signal": None,
+        "duration_ms": 1.5,
+        "truncated": False,
+    }
     base.update(kw)
     return RunResult(**base)
 
 
 def test_public_dict_has_exactly_the_cli_fields():
-    assert list(sample().public_dict()) == ["status", "stdout", "stderr", "exit_code", "signal",
-                                            "duration_ms", "truncated"]
+    assert list(sample().public_dict()) == [
+        "status",
+        "stdout",
+        "stderr",
+        "exit_code",
+        "signal",
+        "duration_ms",
+        "truncated",
+    ]
 
 
 def test_round_trip_with_checks():

@@ -31,8 +31,16 @@ def ro_dests(argv):
 
 def test_namespaces_and_hardening(plan):
     argv = bwrap_argv(plan)
-    for flag in ("--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
-                 "--unshare-uts", "--die-with-parent", "--new-session", "--clearenv"):
+    for flag in (
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+    ):
         assert flag in argv
     assert "--seccomp" in argv
     assert argv[argv.index("--remount-ro", argv.index("--dir")) + 1] == "/dev"
@@ -84,4 +92,4 @@ def test_python_binds_are_real_dirs():
 
 def test_bounding_set_lists_the_capabilities_jobs_must_drop():
     status = "Name:\tpython\nCapInh:\t0000000000000000\nCapBnd:\t0000000000200100\nCapAmb:\t0\n"
-    assert sandbox.bounding_set(status) == (8, 21)     # CAP_SETPCAP, CAP_SYS_ADMIN
+    assert sandbox.bounding_set(status) == (8, 21)  # CAP_SETPCAP, CAP_SYS_ADMIN

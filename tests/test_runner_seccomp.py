@@ -25,16 +25,30 @@ def zyg():
     return S.build("x86_64", job=False)
 
 
-@pytest.mark.parametrize("name", ["ptrace", "kexec_load", "bpf", "perf_event_open", "keyctl",
-                                  "add_key", "init_module", "process_vm_readv", "io_uring_setup",
-                                  "userfaultfd", "pidfd_getfd"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ptrace",
+        "kexec_load",
+        "bpf",
+        "perf_event_open",
+        "keyctl",
+        "add_key",
+        "init_module",
+        "process_vm_readv",
+        "io_uring_setup",
+        "userfaultfd",
+        "pidfd_getfd",
+    ],
+)
 def test_base_denials_in_both(job, zyg, name):
     for prog in (job, zyg):
         assert ev(prog, name) == S.SECCOMP_RET_ERRNO | errno.EPERM
 
 
-@pytest.mark.parametrize("name", ["mount", "umount2", "unshare", "setns", "pivot_root", "chroot",
-                                  "open_tree", "fsopen"])
+@pytest.mark.parametrize(
+    "name", ["mount", "umount2", "unshare", "setns", "pivot_root", "chroot", "open_tree", "fsopen"]
+)
 def test_job_only_denials(job, zyg, name):
     assert ev(job, name) == S.SECCOMP_RET_ERRNO | errno.EPERM
     assert ev(zyg, name) == ALLOW
@@ -50,7 +64,7 @@ def test_sockets_only_af_unix(job):
 
 
 def test_clone_namespaces(job, zyg):
-    fork_flags = 0x01200011   # CLONE_CHILD_SETTID|CLONE_CHILD_CLEARTID|SIGCHLD
+    fork_flags = 0x01200011  # CLONE_CHILD_SETTID|CLONE_CHILD_CLEARTID|SIGCHLD
     assert ev(job, "clone", fork_flags) == ALLOW
     for flag in (0x10000000, 0x20000000, 0x40000000, 0x00020000):
         assert ev(job, "clone", fork_flags | flag) == S.SECCOMP_RET_ERRNO | errno.EPERM
@@ -60,13 +74,13 @@ def test_clone_namespaces(job, zyg):
 
 def test_tiocsti(job):
     assert ev(job, "ioctl", 0, S.TIOCSTI) == S.SECCOMP_RET_ERRNO | errno.EPERM
-    assert ev(job, "ioctl", 0, 0x5401) == ALLOW   # TCGETS
+    assert ev(job, "ioctl", 0, 0x5401) == ALLOW  # TCGETS
 
 
 def test_foreign_abi_killed(job):
-    assert ev(job, 0, arch=0x40000003) == S.SECCOMP_RET_KILL_PROCESS   # i386
+    assert ev(job, 0, arch=0x40000003) == S.SECCOMP_RET_KILL_PROCESS  # i386
     assert ev(job, S.X32_SYSCALL_BIT | 1) == S.SECCOMP_RET_KILL_PROCESS
-    assert ev(job, 0) == ALLOW   # read
+    assert ev(job, 0) == ALLOW  # read
 
 
 def test_aarch64_table_builds():
@@ -77,6 +91,7 @@ def test_aarch64_table_builds():
 
 def test_unknown_arch():
     from runner.errors import SandboxUnavailable
+
     with pytest.raises(SandboxUnavailable):
         S.build("sparc", job=True)
 
@@ -112,11 +127,12 @@ def test_installed_filter_really_denies():
                 out.append("inet-ok")
             except OSError as e:
                 out.append(f"inet-{e.errno}")
-            a, b = socket.socketpair()
+            _a, _b = socket.socketpair()
             out.append("unix-ok")
             import ctypes
+
             libc = ctypes.CDLL(None, use_errno=True)
-            rc = libc.ptrace(16, os.getppid(), 0, 0)   # PTRACE_ATTACH
+            rc = libc.ptrace(16, os.getppid(), 0, 0)  # PTRACE_ATTACH
             out.append(f"ptrace-{rc}-{ctypes.get_errno()}")
             out.append(open("/proc/self/status").read().split("Seccomp:")[1].split()[0])
             os.write(w, " ".join(out).encode())

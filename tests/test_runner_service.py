@@ -102,7 +102,7 @@ async def test_other_protocol_versions_rejected_clearly(served):
     reply = await raw_exchange(path, struct.pack(">I", len(body)) + body)
     assert reply["id"] == 9 and reply["ok"] is False
     assert reply["error"]["type"] == "ProtocolError" and "version" in reply["error"]["message"]
-    assert backend.calls == []       # never acted on
+    assert backend.calls == []  # never acted on
 
 
 async def test_garbage_frames(served):
@@ -121,7 +121,7 @@ async def test_connect_failures(tmp_path):
 
 
 async def test_server_going_away_fails_pending(served):
-    svc, _, path = served
+    _svc, _, path = served
     c = await RunnerClient.connect(path)
     task = asyncio.ensure_future(c.run("sleep 5"))
     await asyncio.sleep(0.1)

@@ -5,10 +5,11 @@ from runner import zygote
 
 def _raise(src):
     import linecache
+
     linecache.cache[zygote.SNIPPET] = (len(src), None, src.splitlines(True), zygote.SNIPPET)
     try:
         exec(compile(src, zygote.SNIPPET, "exec"), {})
-    except BaseException as e:   # noqa: BLE001
+    except BaseException as e:
         return zygote.format_learner_exception(e)
     raise AssertionError("no exception")
 

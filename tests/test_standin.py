@@ -90,7 +90,9 @@ async def test_unknown_method_is_404_and_names_are_case_insensitive(standin, htt
     assert (await call(http, standin, "sendMessagez"))[0] == 404
     status, body = await call(http, standin, "pinChatMessage", chat_id=1, message_id=1)
     assert (status, body["description"]) == (
-        400, "Bad Request: method pinChatMessage is not implemented by the Bot API stand-in")
+        400,
+        "Bad Request: method pinChatMessage is not implemented by the Bot API stand-in",
+    )
     status, body = await call(http, standin, "GETME")
     assert status == 200 and body["result"]["username"] == "coursebot_test_bot"
     assert standin.calls[-1].method == "getMe"
@@ -126,46 +128,83 @@ async def test_every_parameter_encoding_is_decoded(standin, http, ada, encoding)
 # ---------------------------------------------------------------------- HTML
 
 
-@pytest.mark.parametrize("html, text, entities", [
-    ("<b>bold</b> <strong>s</strong>", "bold s",
-     [{"type": "bold", "offset": 0, "length": 4}, {"type": "bold", "offset": 5, "length": 1}]),
-    ("<i>a</i><em>b</em><u>c</u><ins>d</ins><s>e</s><strike>f</strike><del>g</del>", "abcdefg",
-     [{"type": t, "offset": i, "length": 1} for i, t in enumerate(
-         ["italic", "italic", "underline", "underline", "strikethrough", "strikethrough", "strikethrough"])]),
-    ('<span class="tg-spoiler">x</span><tg-spoiler>y</tg-spoiler>', "xy",
-     [{"type": "spoiler", "offset": 0, "length": 1}, {"type": "spoiler", "offset": 1, "length": 1}]),
-    ('<a href="https://example.com/?a=1&amp;b=2">link</a>', "link",
-     [{"type": "text_link", "offset": 0, "length": 4, "url": "https://example.com/?a=1&b=2"}]),
-    ("<code>x &lt; y &amp;&amp; z &gt; 0 &quot;q&quot;</code>", 'x < y && z > 0 "q"',
-     [{"type": "code", "offset": 0, "length": 18}]),
-    ('<pre><code class="language-python">import torch\n</code></pre>', "import torch",
-     [{"type": "pre", "offset": 0, "length": 12, "language": "python"}]),
-    ("<pre>plain</pre>", "plain", [{"type": "pre", "offset": 0, "length": 5}]),
-    ("<blockquote>q</blockquote><blockquote expandable>e</blockquote>", "qe",
-     [{"type": "blockquote", "offset": 0, "length": 1}, {"type": "expandable_blockquote", "offset": 1, "length": 1}]),
-    ('<tg-emoji emoji-id="5368324170671202286">👍</tg-emoji>', "👍",
-     [{"type": "custom_emoji", "offset": 0, "length": 2, "custom_emoji_id": "5368324170671202286"}]),
-    ("😀 <b>é</b> &#128512;&#x41;", "😀 é 😀A", [{"type": "bold", "offset": 3, "length": 1}]),  # UTF-16 offsets
-    ("<B>upper</B> a > b", "upper a > b", [{"type": "bold", "offset": 0, "length": 5}]),
-    ("\n  <b>x</b>  \n", "x", [{"type": "bold", "offset": 0, "length": 1}]),  # trimmed like Telegram
-])
+@pytest.mark.parametrize(
+    "html, text, entities",
+    [
+        (
+            "<b>bold</b> <strong>s</strong>",
+            "bold s",
+            [{"type": "bold", "offset": 0, "length": 4}, {"type": "bold", "offset": 5, "length": 1}],
+        ),
+        (
+            "<i>a</i><em>b</em><u>c</u><ins>d</ins><s>e</s><strike>f</strike><del>g</del>",
+            "abcdefg",
+            [
+                {"type": t, "offset": i, "length": 1}
+                for i, t in enumerate(
+                    ["italic", "italic", "underline", "underline", "strikethrough", "strikethrough", "strikethrough"]
+                )
+            ],
+        ),
+        (
+            '<span class="tg-spoiler">x</span><tg-spoiler>y</tg-spoiler>',
+            "xy",
+            [{"type": "spoiler", "offset": 0, "length": 1}, {"type": "spoiler", "offset": 1, "length": 1}],
+        ),
+        (
+            '<a href="https://example.com/?a=1&amp;b=2">link</a>',
+            "link",
+            [{"type": "text_link", "offset": 0, "length": 4, "url": "https://example.com/?a=1&b=2"}],
+        ),
+        (
+            "<code>x &lt; y &amp;&amp; z &gt; 0 &quot;q&quot;</code>",
+            'x < y && z > 0 "q"',
+            [{"type": "code", "offset": 0, "length": 18}],
+        ),
+        (
+            '<pre><code class="language-python">import torch\n</code></pre>',
+            "import torch",
+            [{"type": "pre", "offset": 0, "length": 12, "language": "python"}],
+        ),
+        ("<pre>plain</pre>", "plain", [{"type": "pre", "offset": 0, "length": 5}]),
+        (
+            "<blockquote>q</blockquote><blockquote expandable>e</blockquote>",
+            "qe",
+            [
+                {"type": "blockquote", "offset": 0, "length": 1},
+                {"type": "expandable_blockquote", "offset": 1, "length": 1},
+            ],
+        ),
+        (
+            '<tg-emoji emoji-id="5368324170671202286">👍</tg-emoji>',
+            "👍",
+            [{"type": "custom_emoji", "offset": 0, "length": 2, "custom_emoji_id": "5368324170671202286"}],
+        ),
+        ("😀 <b>é</b> &#128512;&#x41;", "😀 é 😀A", [{"type": "bold", "offset": 3, "length": 1}]),  # UTF-16 offsets
+        ("<B>upper</B> a > b", "upper a > b", [{"type": "bold", "offset": 0, "length": 5}]),
+        ("\n  <b>x</b>  \n", "x", [{"type": "bold", "offset": 0, "length": 1}]),  # trimmed like Telegram
+    ],
+)
 async def test_html_accepted(standin, bot, ada, html, text, entities):
     await bot.send_message(USER, html, parse_mode="HTML")
     assert (ada.last["text"], ada.last.get("entities", [])) == (text, entities)
     assert standin.errors() == []
 
 
-@pytest.mark.parametrize("html, reason", [
-    ("a < b", 'Unsupported start tag "" at byte offset 2'),
-    ("<foo>x</foo>", 'Unsupported start tag "foo" at byte offset 0'),
-    ("é<b>never closed", 'Can\'t find end tag corresponding to start tag "b"'),
-    ("<b><i>x</b></i>", 'Unmatched end tag at byte offset 7, expected "</i>", found "</b>"'),
-    ("x</b>", "Unexpected end tag at byte offset 1"),
-    ("fish & chips", 'Character "&" must be escaped as "&amp;" at byte offset 5'),
-    ("<span>x</span>", 'Tag "span" must have class "tg-spoiler" at byte offset 0'),
-    ('<a href="x>y</a>', "Unclosed start tag at byte offset 0"),
-    ("<b", "Unclosed start tag at byte offset 0"),
-])
+@pytest.mark.parametrize(
+    "html, reason",
+    [
+        ("a < b", 'Unsupported start tag "" at byte offset 2'),
+        ("<foo>x</foo>", 'Unsupported start tag "foo" at byte offset 0'),
+        ("é<b>never closed", 'Can\'t find end tag corresponding to start tag "b"'),
+        ("<b><i>x</b></i>", 'Unmatched end tag at byte offset 7, expected "</i>", found "</b>"'),
+        ("x</b>", "Unexpected end tag at byte offset 1"),
+        ("fish & chips", 'Character "&" must be escaped as "&amp;" at byte offset 5'),
+        ("<span>x</span>", 'Tag "span" must have class "tg-spoiler" at byte offset 0'),
+        ('<a href="x>y</a>', "Unclosed start tag at byte offset 0"),
+        ("<b", "Unclosed start tag at byte offset 0"),
+    ],
+)
 async def test_html_refused(standin, bot, ada, html, reason):
     with pytest.raises(BadRequest):
         await bot.send_message(USER, html, parse_mode="HTML")
@@ -181,15 +220,18 @@ async def test_unknown_parse_mode_is_refused(standin, bot, ada):
 # -------------------------------------------------------------- text limits
 
 
-@pytest.mark.parametrize("text, parse_mode, ok", [
-    ("a" * 4096, None, True),
-    ("a" * 4097, None, False),
-    ("😀" * 2048, None, True),  # 4096 UTF-16 code units
-    ("😀" * 2048 + "a", None, False),  # 2049 code points, 4097 code units
-    ("<b>" + "a" * 4096 + "</b>", "HTML", True),  # tags do not count
-    ("&amp;" * 4096, "HTML", True),  # entities count as one character
-    ("&amp;" * 4097, "HTML", False),
-])
+@pytest.mark.parametrize(
+    "text, parse_mode, ok",
+    [
+        ("a" * 4096, None, True),
+        ("a" * 4097, None, False),
+        ("😀" * 2048, None, True),  # 4096 UTF-16 code units
+        ("😀" * 2048 + "a", None, False),  # 2049 code points, 4097 code units
+        ("<b>" + "a" * 4096 + "</b>", "HTML", True),  # tags do not count
+        ("&amp;" * 4096, "HTML", True),  # entities count as one character
+        ("&amp;" * 4097, "HTML", False),
+    ],
+)
 async def test_message_length_counts_utf16_after_entity_parsing(standin, bot, ada, text, parse_mode, ok):
     if ok:
         await bot.send_message(USER, text, parse_mode=parse_mode)
@@ -208,17 +250,20 @@ async def test_empty_text_is_refused(standin, bot, ada, text):
 # ------------------------------------------------------------------ keyboards
 
 
-@pytest.mark.parametrize("button, error", [
-    ({"text": "é", "callback_data": "é" * 32}, None),  # 64 bytes
-    ({"text": "a", "callback_data": "a" * 64}, None),
-    ({"text": "é", "callback_data": "é" * 32 + "a"}, "BUTTON_DATA_INVALID"),  # 33 characters, 65 bytes
-    ({"text": "a", "callback_data": ""}, "BUTTON_DATA_INVALID"),
-    ({"text": "", "callback_data": "x"}, "BUTTON_TEXT_INVALID"),
-    ({"text": "plain"}, "Text buttons are unallowed in the inline keyboard"),
-    ({"text": "two", "callback_data": "x", "url": "https://example.com"}, "exactly one of"),
-    ({"text": "link", "url": "javascript:alert(1)"}, "BUTTON_URL_INVALID"),
-    ({"text": "link", "url": "https://example.com/x"}, None),
-])
+@pytest.mark.parametrize(
+    "button, error",
+    [
+        ({"text": "é", "callback_data": "é" * 32}, None),  # 64 bytes
+        ({"text": "a", "callback_data": "a" * 64}, None),
+        ({"text": "é", "callback_data": "é" * 32 + "a"}, "BUTTON_DATA_INVALID"),  # 33 characters, 65 bytes
+        ({"text": "a", "callback_data": ""}, "BUTTON_DATA_INVALID"),
+        ({"text": "", "callback_data": "x"}, "BUTTON_TEXT_INVALID"),
+        ({"text": "plain"}, "Text buttons are unallowed in the inline keyboard"),
+        ({"text": "two", "callback_data": "x", "url": "https://example.com"}, "exactly one of"),
+        ({"text": "link", "url": "javascript:alert(1)"}, "BUTTON_URL_INVALID"),
+        ({"text": "link", "url": "https://example.com/x"}, None),
+    ],
+)
 async def test_inline_button_rules(standin, http, ada, button, error):
     status, body = await call(http, standin, "sendMessage", chat_id=USER, text="t", reply_markup=keyboard(button))
     if error is None:
@@ -246,7 +291,8 @@ async def test_edit_rules(standin, bot, ada):
         await bot.edit_message_text("<b>one</b>", USER, sent.message_id, parse_mode="HTML", reply_markup=markup)
     assert standin.errors()[-1].description == (
         "Bad Request: message is not modified: specified new message content and reply markup are exactly "
-        "the same as a current content and reply markup of the message")
+        "the same as a current content and reply markup of the message"
+    )
     # same text, different entities: modified
     await bot.edit_message_text("one", USER, sent.message_id, reply_markup=markup)
     assert "entities" not in ada.message(sent.message_id)
@@ -266,8 +312,9 @@ async def test_edit_rules(standin, bot, ada):
 
 
 async def test_documents_and_captions(standin, bot, ada):
-    sent = await bot.send_document(USER, b"print('hi')\n", filename="solution.py",
-                                   caption="<b>Your</b> file", parse_mode="HTML")
+    sent = await bot.send_document(
+        USER, b"print('hi')\n", filename="solution.py", caption="<b>Your</b> file", parse_mode="HTML"
+    )
     assert sent.document.file_name == "solution.py" and sent.document.file_size == 12
     assert ada.last["caption_entities"] == [{"type": "bold", "offset": 0, "length": 4}]
     assert standin.calls[-1].params["document"]["uploaded"] is True
@@ -351,21 +398,29 @@ async def test_group_privacy_mode(standin, bot):
 # -------------------------------------------------------------------- polls
 
 
-@pytest.mark.parametrize("overrides, error", [
-    ({"question": "q" * 301}, "poll question length must not exceed 300"),
-    ({"question": ""}, "poll question must be non-empty"),
-    ({"options": [{"text": "only"}]}, "poll must have at least 2 option"),
-    ({"options": [{"text": str(i)} for i in range(13)]}, "poll can't have more than 12 options"),
-    ({"options": [{"text": "a"}, {"text": "b" * 101}]}, "poll options length must not exceed 100"),
-    ({"options": [{"text": "a"}, {"text": ""}]}, "poll options must be non-empty"),
-    ({"type": "quiz"}, "wrong correct option ID specified"),
-    ({"type": "quiz", "correct_option_ids": [2]}, "wrong correct option ID specified"),
-    ({"type": "quiz", "correct_option_ids": [0, 1]}, "QUIZ_CORRECT_ANSWERS_TOO_MUCH"),
-    ({"type": "quiz", "correct_option_ids": [0], "explanation": "e" * 201}, "explanation is too long"),
-    ({"type": "quiz", "correct_option_ids": [0], "explanation": "a\nb\nc\nd"}, "too many line feeds in explanation"),
-    ({"type": "quiz", "correct_option_ids": [0], "explanation": "<b>x", "explanation_parse_mode": "HTML"},
-     'can\'t parse entities: Can\'t find end tag corresponding to start tag "b"'),
-])
+@pytest.mark.parametrize(
+    "overrides, error",
+    [
+        ({"question": "q" * 301}, "poll question length must not exceed 300"),
+        ({"question": ""}, "poll question must be non-empty"),
+        ({"options": [{"text": "only"}]}, "poll must have at least 2 option"),
+        ({"options": [{"text": str(i)} for i in range(13)]}, "poll can't have more than 12 options"),
+        ({"options": [{"text": "a"}, {"text": "b" * 101}]}, "poll options length must not exceed 100"),
+        ({"options": [{"text": "a"}, {"text": ""}]}, "poll options must be non-empty"),
+        ({"type": "quiz"}, "wrong correct option ID specified"),
+        ({"type": "quiz", "correct_option_ids": [2]}, "wrong correct option ID specified"),
+        ({"type": "quiz", "correct_option_ids": [0, 1]}, "QUIZ_CORRECT_ANSWERS_TOO_MUCH"),
+        ({"type": "quiz", "correct_option_ids": [0], "explanation": "e" * 201}, "explanation is too long"),
+        (
+            {"type": "quiz", "correct_option_ids": [0], "explanation": "a\nb\nc\nd"},
+            "too many line feeds in explanation",
+        ),
+        (
+            {"type": "quiz", "correct_option_ids": [0], "explanation": "<b>x", "explanation_parse_mode": "HTML"},
+            "can't parse entities: Can't find end tag corresponding to start tag \"b\"",
+        ),
+    ],
+)
 async def test_poll_refusals(standin, http, ada, overrides, error):
     params = {"chat_id": USER, "question": "Q?", "options": [{"text": "a"}, {"text": "b"}], **overrides}
     status, body = await call(http, standin, "sendPoll", **params)
@@ -373,14 +428,24 @@ async def test_poll_refusals(standin, http, ada, overrides, error):
     assert ada.messages == []
 
 
-@pytest.mark.parametrize("explanation", [
-    "e" * 200,
-    "<b>" + "e" * 200 + "</b>",  # limit applies after entity parsing
-    "one\ntwo\nthree",  # two line feeds
-])
+@pytest.mark.parametrize(
+    "explanation",
+    [
+        "e" * 200,
+        "<b>" + "e" * 200 + "</b>",  # limit applies after entity parsing
+        "one\ntwo\nthree",  # two line feeds
+    ],
+)
 async def test_quiz_explanation_limits_accepted(bot, ada, explanation):
-    message = await bot.send_poll(USER, "Q?", ["a", "b"], type="quiz", correct_option_ids=[1],
-                                  explanation=explanation, explanation_parse_mode="HTML")
+    message = await bot.send_poll(
+        USER,
+        "Q?",
+        ["a", "b"],
+        type="quiz",
+        correct_option_ids=[1],
+        explanation=explanation,
+        explanation_parse_mode="HTML",
+    )
     assert message.poll.correct_option_ids == (1,) and message.poll.explanation
 
 
@@ -416,16 +481,21 @@ async def test_answer_poll_produces_updates_ptb_parses(standin, bot, ada):
 
 
 async def test_tap_produces_callback_query_ptb_parses(standin, bot, ada):
-    await bot.send_message(USER, "lesson", reply_markup=Markup([[Button("◀ Back", callback_data="back"),
-                                                                  Button("Next ▶", callback_data="next")]]))
+    await bot.send_message(
+        USER,
+        "lesson",
+        reply_markup=Markup([[Button("◀ Back", callback_data="back"), Button("Next ▶", callback_data="next")]]),
+    )
     query_id = await ada.tap(ada.last, "Next")
     raw = standin.updates.history[max(standin.updates.history)]
     update = telegram.Update.de_json(raw, bot)
     assert update.callback_query.id == query_id and update.callback_query.data == "next"
     assert update.callback_query.message.text == "lesson" and update.callback_query.from_user.id == USER
     forged = await ada.tap(ada.last, callback_data="not-on-any-button")
-    assert standin.callback_queries[forged] and standin.updates.history[max(standin.updates.history)][
-        "callback_query"]["data"] == "not-on-any-button"
+    assert (
+        standin.callback_queries[forged]
+        and standin.updates.history[max(standin.updates.history)]["callback_query"]["data"] == "not-on-any-button"
+    )
     with pytest.raises(SimulationError, match="no button"):
         await ada.tap(ada.last, "Missing")
 
@@ -447,7 +517,8 @@ async def test_answer_callback_query_rules(standin, bot, ada):
     with pytest.raises(BadRequest, match="Query is too old"):
         await bot.answer_callback_query(stale)
     assert standin.errors()[-1].description == (
-        "Bad Request: query is too old and response timeout expired or query ID is invalid")
+        "Bad Request: query is too old and response timeout expired or query ID is invalid"
+    )
 
 
 # ---------------------------------------------------------------- commands
@@ -456,8 +527,9 @@ async def test_answer_callback_query_rules(standin, bot, ada):
 async def test_bot_commands_are_stored_per_scope_and_language(standin, bot):
     commands = [telegram.BotCommand("start", "Start the course"), telegram.BotCommand("next_lesson", "Go on")]
     assert await bot.set_my_commands(commands)
-    assert await bot.set_my_commands([("start", "Kurs starten")], scope=telegram.BotCommandScopeAllPrivateChats(),
-                                     language_code="de")
+    assert await bot.set_my_commands(
+        [("start", "Kurs starten")], scope=telegram.BotCommandScopeAllPrivateChats(), language_code="de"
+    )
     assert standin.commands[("default", "")] == [c.to_dict() for c in commands]
     assert standin.commands[("all_private_chats", "de")] == [{"command": "start", "description": "Kurs starten"}]
     assert await bot.get_my_commands() == tuple(commands)
@@ -466,14 +538,17 @@ async def test_bot_commands_are_stored_per_scope_and_language(standin, bot):
     assert ("default", "") not in standin.commands
 
 
-@pytest.mark.parametrize("commands, error", [
-    ([("Start", "upper case")], "BOT_COMMAND_INVALID"),
-    ([("a" * 33, "too long")], "BOT_COMMAND_INVALID"),
-    ([("with-dash", "bad char")], "BOT_COMMAND_INVALID"),
-    ([("start", "")], "BOT_COMMAND_DESCRIPTION_INVALID"),
-    ([("start", "d" * 257)], "BOT_COMMAND_DESCRIPTION_INVALID"),
-    ([(f"c{i}", "d") for i in range(101)], "BOT_COMMANDS_TOO_MUCH"),
-])
+@pytest.mark.parametrize(
+    "commands, error",
+    [
+        ([("Start", "upper case")], "BOT_COMMAND_INVALID"),
+        ([("a" * 33, "too long")], "BOT_COMMAND_INVALID"),
+        ([("with-dash", "bad char")], "BOT_COMMAND_INVALID"),
+        ([("start", "")], "BOT_COMMAND_DESCRIPTION_INVALID"),
+        ([("start", "d" * 257)], "BOT_COMMAND_DESCRIPTION_INVALID"),
+        ([(f"c{i}", "d") for i in range(101)], "BOT_COMMANDS_TOO_MUCH"),
+    ],
+)
 async def test_bot_command_refusals(standin, bot, commands, error):
     with pytest.raises(BadRequest):
         await bot.set_my_commands(commands)
@@ -562,7 +637,8 @@ async def test_concurrent_get_updates_conflict(standin, bot):
     with pytest.raises(Conflict, match="terminated by other getUpdates request"):
         await asyncio.wait_for(waiting, 1)  # ...and the waiting one is terminated
     assert standin.errors()[-1].description == (
-        "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running")
+        "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"
+    )
 
 
 async def test_allowed_updates_stops_generating_other_types(standin, bot, ada):
@@ -606,8 +682,9 @@ async def test_ptb_application_end_to_end(standin):
     from telegram.ext import ApplicationBuilder, CallbackQueryHandler, CommandHandler
 
     async def start(update, context):
-        await update.message.reply_text("<b>Lesson 1</b>", parse_mode="HTML",
-                                        reply_markup=Markup([[Button("Next", callback_data="next")]]))
+        await update.message.reply_text(
+            "<b>Lesson 1</b>", parse_mode="HTML", reply_markup=Markup([[Button("Next", callback_data="next")]])
+        )
 
     async def next_step(update, context):
         await update.callback_query.answer("ok")
@@ -635,5 +712,4 @@ async def test_ptb_application_end_to_end(standin):
         await app.stop()
     assert standin.errors() == []
     methods = {c.method for c in standin.calls}
-    assert {"getMe", "deleteWebhook", "getUpdates", "sendMessage", "answerCallbackQuery",
-            "editMessageText"} <= methods
+    assert {"getMe", "deleteWebhook", "getUpdates", "sendMessage", "answerCallbackQuery", "editMessageText"} <= methods

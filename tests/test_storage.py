@@ -89,7 +89,7 @@ async def test_migrated_database_reopens_without_migrating_again_and_keeps_its_d
 async def test_a_failing_migration_leaves_the_database_at_the_previous_version(tmp_path, monkeypatch):
     path = tmp_path / "coursebot.sqlite3"
     broken = "CREATE TABLE half_done (x INTEGER); INSERT INTO no_such_table VALUES (1)"
-    monkeypatch.setattr(db_module, "MIGRATIONS", MIGRATIONS + (broken,))
+    monkeypatch.setattr(db_module, "MIGRATIONS", (*MIGRATIONS, broken))
     with pytest.raises(StorageError):
         await Database.open(path)
     assert rows(path, "PRAGMA user_version") == [(len(MIGRATIONS),)]
@@ -263,7 +263,11 @@ async def _quiz(db: Database, questions: list[str]) -> None:
 async def test_start_quiz_queues_the_questions(db):
     await _quiz(db, ["q-one", "q-two", "q-three"])
     learner = await db.find_learner(USER)
-    assert (learner.quiz_lesson_id, learner.quiz_queue, learner.quiz_poll_id) == ("grad", ("q-one", "q-two", "q-three"), None)
+    assert (learner.quiz_lesson_id, learner.quiz_queue, learner.quiz_poll_id) == (
+        "grad",
+        ("q-one", "q-two", "q-three"),
+        None,
+    )
 
 
 async def test_poll_sent_is_the_awaited_poll(db):
@@ -443,9 +447,12 @@ SQL_WORD = re.compile(r"\b(PRAGMA|SELECT|INSERT|UPDATE|DELETE|BEGIN|CREATE|COMMI
 
 def _sql_calls() -> list[ast.Call]:
     return [
-        node for node in ast.walk(TREE)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-        and node.func.attr in SQL_METHODS and node.args
+        node
+        for node in ast.walk(TREE)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in SQL_METHODS
+        and node.args
     ]
 
 
@@ -501,7 +508,11 @@ def _trusted(expr: ast.expr) -> bool:
             if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets):
                 return expr.id.isupper() and isinstance(node.value, ast.Constant) and isinstance(node.value.value, int)
         for node in ast.walk(TREE):
-            if isinstance(node, (ast.For, ast.AsyncFor)) and isinstance(node.target, ast.Name) and node.target.id == expr.id:
+            if (
+                isinstance(node, (ast.For, ast.AsyncFor))
+                and isinstance(node.target, ast.Name)
+                and node.target.id == expr.id
+            ):
                 return isinstance(node.iter, ast.Tuple) and all(
                     isinstance(e, ast.Constant) and isinstance(e.value, str) and e.value.isidentifier()
                     for e in node.iter.elts

@@ -93,7 +93,10 @@ async def answer(query: CallbackQuery, text: str | None = None) -> None:
 async def send(context: CourseContext, chat_id: int, screen: Screen) -> Message:
     """Send ``screen`` as a new message."""
     return await context.bot.send_message(
-        chat_id, screen.text, parse_mode=ParseMode.HTML, reply_markup=screen.buttons,
+        chat_id,
+        screen.text,
+        parse_mode=ParseMode.HTML,
+        reply_markup=screen.buttons,
         link_preview_options=NO_PREVIEW,
     )
 
@@ -106,8 +109,12 @@ async def show(context: CourseContext, message: Message | None, chat_id: int, sc
     if message is not None:
         try:
             await context.bot.edit_message_text(
-                screen.text, chat_id=chat_id, message_id=message.message_id, parse_mode=ParseMode.HTML,
-                reply_markup=screen.buttons, link_preview_options=NO_PREVIEW,
+                screen.text,
+                chat_id=chat_id,
+                message_id=message.message_id,
+                parse_mode=ParseMode.HTML,
+                reply_markup=screen.buttons,
+                link_preview_options=NO_PREVIEW,
             )
             return message.message_id
         except BadRequest as exc:
@@ -117,6 +124,8 @@ async def show(context: CourseContext, message: Message | None, chat_id: int, sc
                 return message.message_id
             if not any(r in reason for r in ("message to edit not found", "can't be edited", "no text in the message")):
                 raise
-            log.info("message %s in chat %s cannot be edited (%s); sending a new one", message.message_id, chat_id, reason)
+            log.info(
+                "message %s in chat %s cannot be edited (%s); sending a new one", message.message_id, chat_id, reason
+            )
     sent = await send(context, chat_id, screen)
     return sent.message_id

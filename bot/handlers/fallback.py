@@ -26,25 +26,33 @@ async def group_chat(update: Update, context: CourseContext) -> None:
 @for_learner
 async def edited(update: Update, context: CourseContext) -> None:
     """Explain that edits change nothing."""
-    await send(context, update.effective_chat.id, render.notice(
-        _("I saw your edit, but edits don't change anything here. Send a new message instead, or /help.")
-    ))
+    await send(
+        context,
+        update.effective_chat.id,
+        render.notice(
+            _("I saw your edit, but edits don't change anything here. Send a new message instead, or /help.")
+        ),
+    )
 
 
 @for_learner
 async def unknown_command(update: Update, context: CourseContext) -> None:
     """Name the commands that exist."""
-    await send(context, update.effective_chat.id, render.notice(
-        _("I don't know that command. /help lists the ones I understand.")
-    ))
+    await send(
+        context,
+        update.effective_chat.id,
+        render.notice(_("I don't know that command. /help lists the ones I understand.")),
+    )
 
 
 @for_learner
 async def anything_else(update: Update, context: CourseContext) -> None:
     """Answer stickers, photos, voice and the rest."""
-    await send(context, update.effective_chat.id, render.notice(
-        _("I can only read text and buttons. Send /lessons to open the course, or /help.")
-    ))
+    await send(
+        context,
+        update.effective_chat.id,
+        render.notice(_("I can only read text and buttons. Send /lessons to open the course, or /help.")),
+    )
 
 
 @for_learner

@@ -29,8 +29,13 @@ async def open_place(
 
 def _already_shown(context: CourseContext, message_id: int, place: Place, saved: LessonProgress) -> bool:
     learner = context.learner
-    return (learner.reader_message_id == message_id and learner.reader_view == "slide"
-            and learner.lesson_id == place.lesson.id and saved.started and saved.slide == place.slide)
+    return (
+        learner.reader_message_id == message_id
+        and learner.reader_view == "slide"
+        and learner.lesson_id == place.lesson.id
+        and saved.started
+        and saved.slide == place.slide
+    )
 
 
 async def _show_slide(update: Update, context: CourseContext, place: Place, saved: LessonProgress) -> None:
@@ -42,8 +47,11 @@ async def _show_slide(update: Update, context: CourseContext, place: Place, save
     message_id = await show(context, query.message, chat_id, screen)
     # Recorded after the edit, so a failed edit never moves the learner.
     await context.services.db.show_slide(
-        context.learner.user_id, place.lesson.id, place.slide,
-        last_slide=place.lesson.last_slide, message_id=message_id,
+        context.learner.user_id,
+        place.lesson.id,
+        place.slide,
+        last_slide=place.lesson.last_slide,
+        message_id=message_id,
     )
 
 

@@ -56,8 +56,12 @@ async def leave_practice(update: Update, context: CourseContext, data: LeavePrac
     """Stop taking messages as answers."""
     await context.services.db.stop_practice(context.learner.user_id)
     query = update.callback_query
-    await show(context, query.message, query.message.chat.id, render.notice(
-        _("You left the practice. Send /lessons to go on, or /run with code to try things out.")))
+    await show(
+        context,
+        query.message,
+        query.message.chat.id,
+        render.notice(_("You left the practice. Send /lessons to go on, or /run with code to try things out.")),
+    )
     return None
 
 
@@ -68,8 +72,11 @@ async def run_command(update: Update, context: CourseContext) -> None:
     after_command = text.split(maxsplit=1)[1] if len(text.split(maxsplit=1)) > 1 else ""
     code = practice.fenced_code(text) or after_command
     if not code.strip():
-        await send(context, context.learner.chat_id, render.notice(
-            _("Put your code after /run, for example: /run print(2 + 2)")))
+        await send(
+            context,
+            context.learner.chat_id,
+            render.notice(_("Put your code after /run, for example: /run print(2 + 2)")),
+        )
         return
     await _start_run(context, code, None)
 
@@ -85,8 +92,13 @@ async def code_message(update: Update, context: CourseContext) -> None:
         return
     code = practice.fenced_code(text)
     if code is None:
-        await send(context, learner.chat_id, render.notice(
-            _("I work with buttons and commands. Tap a button under a lesson, or send /lessons to open the course.")))
+        await send(
+            context,
+            learner.chat_id,
+            render.notice(
+                _("I work with buttons and commands. Tap a button under a lesson, or send /lessons to open the course.")
+            ),
+        )
         return
     await _start_run(context, code, None)
 
@@ -98,8 +110,11 @@ async def _start_run(context: CourseContext, code: str, lesson: Lesson | None) -
         await send(context, learner.chat_id, render.notice(_("Running code is switched off on this bot.")))
         return
     if learner.user_id in services.running:
-        await send(context, learner.chat_id, render.notice(
-            _("Your previous code is still running. Wait for its result, then send again.")))
+        await send(
+            context,
+            learner.chat_id,
+            render.notice(_("Your previous code is still running. Wait for its result, then send again.")),
+        )
         return
     services.running.add(learner.user_id)
     # The run goes on in the background, so this learner's next update is read (and told to wait).
@@ -116,13 +131,19 @@ async def _run(context: CourseContext, learner, code: str, lesson: Lesson | None
             try:
                 result = await services.runner.run(code, checks=checks)
             except RunnerBusy:
-                await send(context, learner.chat_id, render.notice(
-                    _("Many learners are running code right now. Try again in a few seconds.")))
+                await send(
+                    context,
+                    learner.chat_id,
+                    render.notice(_("Many learners are running code right now. Try again in a few seconds.")),
+                )
                 return
             except RunnerError:
                 log.exception("the runner failed for user %s", learner.user_id)
-                await send(context, learner.chat_id, render.notice(
-                    _("Running code is unavailable right now. Please try again later.")))
+                await send(
+                    context,
+                    learner.chat_id,
+                    render.notice(_("Running code is unavailable right now. Please try again later.")),
+                )
                 return
             output = practice.output_block(result)
             status = practice.status_line(result, Limits.from_dict(services.runner.info.get("limits")))
@@ -134,11 +155,22 @@ async def _run(context: CourseContext, learner, code: str, lesson: Lesson | None
                 await services.db.stop_practice(learner.user_id)
             course = services.content.course(language)
             lesson = course.lesson(lesson.id)
-            lines = ([status] if status and result.status != "ok" else []) + practice.check_feedback(lesson.exercise, result)
+            lines = ([status] if status and result.status != "ok" else []) + practice.check_feedback(
+                lesson.exercise, result
+            )
             current = await services.db.find_learner(learner.user_id)
-            await send(context, learner.chat_id, render.practice_verdict(
-                course, lesson, output, practice.markup_lines(lines), passed=result.passed,
-                hints_shown=current.hints_shown if current else 0))
+            await send(
+                context,
+                learner.chat_id,
+                render.practice_verdict(
+                    course,
+                    lesson,
+                    output,
+                    practice.markup_lines(lines),
+                    passed=result.passed,
+                    hints_shown=current.hints_shown if current else 0,
+                ),
+            )
     finally:
         services.running.discard(learner.user_id)
 

@@ -19,8 +19,14 @@ async def progress(update: Update, context: CourseContext) -> None:
     answers = await db.latest_answers(user_id)
     correct, total = course_score(context.course, answers)
     passed = await db.exercises_passed(user_id)
-    screen = render.progress_report(context.course, await db.progress(user_id), correct, total, len(answers),
-                                    exercises_passed=sum(1 for lesson in context.course.lessons if lesson.id in passed))
+    screen = render.progress_report(
+        context.course,
+        await db.progress(user_id),
+        correct,
+        total,
+        len(answers),
+        exercises_passed=sum(1 for lesson in context.course.lessons if lesson.id in passed),
+    )
     await send(context, update.effective_chat.id, screen)
 
 

@@ -36,14 +36,20 @@ async def _ask(context: CourseContext, lesson: Lesson, question_id: str) -> None
         correct_option_ids=[spec.correct],
         explanation=spec.explanation,
     )
-    await context.services.db.poll_sent(SentPoll(message.poll.id, learner.user_id, lesson.id, question_id), message.message_id)
+    await context.services.db.poll_sent(
+        SentPoll(message.poll.id, learner.user_id, lesson.id, question_id), message.message_id
+    )
 
 
-async def _begin(update: Update, context: CourseContext, lesson: Lesson, question_ids: list[str], *, retake: bool) -> None:
+async def _begin(
+    update: Update, context: CourseContext, lesson: Lesson, question_ids: list[str], *, retake: bool
+) -> None:
     query = update.callback_query
     db = context.services.db
     await db.start_quiz(context.learner.user_id, lesson.id, question_ids)
-    message_id = await show(context, query.message, query.message.chat.id, render.quiz_intro(lesson, len(question_ids), retake=retake))
+    message_id = await show(
+        context, query.message, query.message.chat.id, render.quiz_intro(lesson, len(question_ids), retake=retake)
+    )
     await db.set_reader_message(context.learner.user_id, message_id, "quiz")
     await _ask(context, lesson, question_ids[0])
 
@@ -55,7 +61,9 @@ async def resume_quiz(update: Update, context: CourseContext, lesson: Lesson) ->
     if query.message.message_id == learner.reader_message_id and learner.reader_view == "quiz":
         # The tap came from the message that already shows the Quick Check: a double tap.
         return _("The Quick Check is under way: answer the poll below.")
-    message_id = await show(context, query.message, query.message.chat.id, render.quiz_intro(lesson, len(learner.quiz_queue), retake=False))
+    message_id = await show(
+        context, query.message, query.message.chat.id, render.quiz_intro(lesson, len(learner.quiz_queue), retake=False)
+    )
     await context.services.db.set_reader_message(learner.user_id, message_id, "quiz")
     await _ask(context, lesson, learner.quiz_queue[0])
     return None

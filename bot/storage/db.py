@@ -78,7 +78,7 @@ class Answer:
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
 
 
 class Database:
@@ -182,11 +182,16 @@ class Database:
 
     async def first_delivery(self, update_id: int) -> bool:
         """Record ``update_id``; return False if it was already processed (a redelivery)."""
-        fresh = await self._write_one(
-            "INSERT OR IGNORE INTO processed_updates (update_id, processed_at) VALUES (?, ?)", (update_id, _now())
-        ) == 1
+        fresh = (
+            await self._write_one(
+                "INSERT OR IGNORE INTO processed_updates (update_id, processed_at) VALUES (?, ?)", (update_id, _now())
+            )
+            == 1
+        )
         if fresh and update_id % 1000 == 0:
-            await self._write_one("DELETE FROM processed_updates WHERE update_id < ?", (update_id - REMEMBERED_UPDATES,))
+            await self._write_one(
+                "DELETE FROM processed_updates WHERE update_id < ?", (update_id - REMEMBERED_UPDATES,)
+            )
         return fresh
 
     # Learners
@@ -241,7 +246,12 @@ class Database:
         )
         return {
             row[0]: LessonProgress(
-                row[0], row[1], row[2], bool(row[3]), row[4] is not None, started=True,
+                row[0],
+                row[1],
+                row[2],
+                bool(row[3]),
+                row[4] is not None,
+                started=True,
                 completed_on=dt.datetime.fromisoformat(row[4]).date() if row[4] else None,
             )
             for row in rows
@@ -311,7 +321,9 @@ class Database:
 
     async def sent_poll(self, poll_id: str) -> SentPoll | None:
         """Return the poll the bot sent with this id, or None."""
-        row = await self._one("SELECT poll_id, user_id, lesson_id, question_id FROM quiz_polls WHERE poll_id = ?", (poll_id,))
+        row = await self._one(
+            "SELECT poll_id, user_id, lesson_id, question_id FROM quiz_polls WHERE poll_id = ?", (poll_id,)
+        )
         return SentPoll(*row) if row else None
 
     async def record_answer(self, poll: SentPoll, option_index: int, correct: bool) -> tuple[str, ...] | None:
@@ -428,8 +440,12 @@ def backup(source: Path, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
     try:
-        with closing(sqlite3.connect(source.resolve().as_uri() + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)) as src, \
-                closing(sqlite3.connect(partial)) as dst:
+        with (
+            closing(
+                sqlite3.connect(source.resolve().as_uri() + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+            ) as src,
+            closing(sqlite3.connect(partial)) as dst,
+        ):
             src.backup(dst)
         # Only a complete copy takes the target's name, so a failed backup never leaves half a file.
         partial.replace(target)

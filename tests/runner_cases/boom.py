@@ -1,3 +1,5 @@
 def f():
     raise ValueError("boom")
+
+
 f()

@@ -32,6 +32,7 @@ def require_sandbox() -> None:
 async def start_pool(**kw):
     """A started Pool; a failing self-check FAILS the test (never skips)."""
     from runner.pool import Pool, PoolConfig
+
     require_sandbox()
     cfg = PoolConfig.from_env(**kw)
     pool = Pool(cfg)

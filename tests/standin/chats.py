@@ -16,8 +16,19 @@ Listener = Callable[[str, dict], bool]
 
 
 class ChatState:
-    __slots__ = ("chat", "known", "blocked", "messages", "bot_log", "next_message_id",
-                 "listeners", "reply_keyboard", "force_reply", "instance", "menu_button")
+    __slots__ = (
+        "blocked",
+        "bot_log",
+        "chat",
+        "force_reply",
+        "instance",
+        "known",
+        "listeners",
+        "menu_button",
+        "messages",
+        "next_message_id",
+        "reply_keyboard",
+    )
 
     def __init__(self, chat: dict[str, Any], *, known: bool):
         self.chat = chat  # the Chat object as it appears in messages

@@ -14,20 +14,42 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from .units import utf16_len, utf8_len
+from .units import utf8_len, utf16_len
 
-SUPPORTED_TAGS = frozenset({
-    "a", "b", "strong", "i", "em", "s", "strike", "del", "u", "ins",
-    "tg-spoiler", "tg-emoji", "span", "pre", "code", "blockquote",
-})
+SUPPORTED_TAGS = frozenset(
+    {
+        "a",
+        "b",
+        "strong",
+        "i",
+        "em",
+        "s",
+        "strike",
+        "del",
+        "u",
+        "ins",
+        "tg-spoiler",
+        "tg-emoji",
+        "span",
+        "pre",
+        "code",
+        "blockquote",
+    }
+)
 
 # Tags whose entity needs no argument.
 _SIMPLE_TYPES = {
-    "b": "bold", "strong": "bold",
-    "i": "italic", "em": "italic",
-    "s": "strikethrough", "strike": "strikethrough", "del": "strikethrough",
-    "u": "underline", "ins": "underline",
-    "tg-spoiler": "spoiler", "span": "spoiler",
+    "b": "bold",
+    "strong": "bold",
+    "i": "italic",
+    "em": "italic",
+    "s": "strikethrough",
+    "strike": "strikethrough",
+    "del": "strikethrough",
+    "u": "underline",
+    "ins": "underline",
+    "tg-spoiler": "spoiler",
+    "span": "spoiler",
 }
 
 _NAMED_ENTITIES = {"lt": "<", "gt": ">", "amp": "&", "quot": '"'}
@@ -83,7 +105,7 @@ def decode_entity(text: str, pos: int) -> tuple[str, int] | None:
     else:
         while end < n and text[end].isascii() and text[end].isalpha():
             end += 1
-        char = _NAMED_ENTITIES.get(text[pos + 1:end])
+        char = _NAMED_ENTITIES.get(text[pos + 1 : end])
         if char is None:
             return None
     if end < n and text[end] == ";":
@@ -94,7 +116,7 @@ def decode_entity(text: str, pos: int) -> tuple[str, int] | None:
 class _Open:
     """A start tag waiting for its end tag."""
 
-    __slots__ = ("tag", "argument", "offset", "piece")
+    __slots__ = ("argument", "offset", "piece", "tag")
 
     def __init__(self, tag: str, argument: str, offset: int, piece: int):
         self.tag = tag
@@ -104,7 +126,7 @@ class _Open:
 
 
 class _Parser:
-    __slots__ = ("text", "strict_ampersand", "resolve_user", "out", "u16", "stack", "entities")
+    __slots__ = ("entities", "out", "resolve_user", "stack", "strict_ampersand", "text", "u16")
 
     def __init__(self, text: str, strict_ampersand: bool, resolve_user):
         self.text = text
@@ -169,7 +191,7 @@ class _Parser:
             i += 1
         if i >= n:
             raise self.error("Unclosed start tag", begin)
-        tag = text[begin + 1:i].lower()
+        tag = text[begin + 1 : i].lower()
         if tag not in SUPPORTED_TAGS:
             raise self.error(f'Unsupported start tag "{tag}"', begin)
         argument = ""
@@ -248,7 +270,7 @@ class _Parser:
         i = begin + 2
         while i < n and text[i] not in _SPACES and text[i] != ">":
             i += 1
-        name = text[begin + 2:i].lower()
+        name = text[begin + 2 : i].lower()
         while i < n and text[i] in _SPACES:
             i += 1
         if i >= n or text[i] != ">":
@@ -289,7 +311,7 @@ class _Parser:
                 raise HtmlError("Invalid custom emoji identifier specified")
             entities.append(["custom_emoji", offset, length, {"custom_emoji_id": opened.argument}])
         elif tag == "a":
-            url = opened.argument or "".join(self.out[opened.piece:])
+            url = opened.argument or "".join(self.out[opened.piece :])
             entity = self.link_entity(url.strip())
             if entity is not None:
                 entities.append([entity[0], offset, length, entity[1]])
@@ -347,9 +369,9 @@ def _tag_argument(tag: str, name: str, value: str, current: str) -> str:
     if tag == "a" and name == "href":
         return value
     if tag == "code" and name == "class" and value.startswith("language-"):
-        return value[len("language-"):]
+        return value[len("language-") :]
     if tag == "span" and name == "class" and value.startswith("tg-"):
-        return value[len("tg-"):]
+        return value[len("tg-") :]
     if tag == "tg-emoji" and name == "emoji-id":
         return value
     if tag == "blockquote" and name == "expandable":

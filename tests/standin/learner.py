@@ -44,8 +44,10 @@ class TapReaction(NamedTuple):
 
 
 def command_entities(text: str) -> list[dict]:
-    return [{"type": "bot_command", "offset": utf16_len(text[: m.start()]), "length": utf16_len(m.group())}
-            for m in _COMMAND.finditer(text)]
+    return [
+        {"type": "bot_command", "offset": utf16_len(text[: m.start()]), "length": utf16_len(m.group())}
+        for m in _COMMAND.finditer(text)
+    ]
 
 
 class ChatView:
@@ -99,8 +101,9 @@ class ChatView:
         """A position in the bot's message log; pass it as wait_message(since=...)."""
         return len(self._state.bot_log)
 
-    async def wait_message(self, predicate: Predicate | None = None, timeout: float = 5.0,
-                           since: int | None = None) -> dict:
+    async def wait_message(
+        self, predicate: Predicate | None = None, timeout: float = 5.0, since: int | None = None
+    ) -> dict:
         """The next new bot message here (after `since`, else after this call) matching predicate."""
         if since is not None:
             for message in self._state.bot_messages(since):
@@ -139,8 +142,13 @@ class ChatView:
     def _post(self, sender: SimLearner, content: dict, reply_to: dict | int | None) -> dict:
         """Store a message `sender` writes here, as Telegram would show it to the bot."""
         state = self._state
-        message = {"message_id": state.allocate_message_id(), "from": sender.user, "chat": state.chat,
-                   "date": int(time.time()), **content}
+        message = {
+            "message_id": state.allocate_message_id(),
+            "from": sender.user,
+            "chat": state.chat,
+            "date": int(time.time()),
+            **content,
+        }
         if reply_to is not None:
             replied = state.messages.get(reply_to if isinstance(reply_to, int) else reply_to["message_id"])
             if replied is None:
@@ -155,7 +163,7 @@ def _settle_with(future: asyncio.Future, predicate: Predicate | None, message: d
     try:
         if predicate is not None and not predicate(message):
             return False
-    except Exception as exc:  # noqa: BLE001 - reported to the waiting test
+    except Exception as exc:
         future.set_exception(exc)
         return True
     future.set_result(message)
@@ -191,25 +199,46 @@ class SimLearner(ChatView):
         message = self._post(self, content, reply_to)
         return self._standin.inject_nowait({"message": message})
 
-    def send_nowait(self, text: str, *, reply_to: dict | int | None = None,
-                    entities: list[dict] | None = None) -> int | None:
+    def send_nowait(
+        self, text: str, *, reply_to: dict | int | None = None, entities: list[dict] | None = None
+    ) -> int | None:
         """Inject a text message (bot_command entities found as Telegram does); returns the update id."""
         return self._write(_text_content(text, entities), reply_to)
 
-    async def send(self, text: str, *, reply_to: dict | int | None = None,
-                   entities: list[dict] | None = None) -> int | None:
+    async def send(
+        self, text: str, *, reply_to: dict | int | None = None, entities: list[dict] | None = None
+    ) -> int | None:
         return self.send_nowait(text, reply_to=reply_to, entities=entities)
 
     async def send_sticker(self, emoji: str = "👍") -> int | None:
         number = self._standin.new_file_number()
-        return self._write({"sticker": {
-            "file_id": f"CAACAgIAAxkBAAI{number:010d}", "file_unique_id": f"AgAD{number:08d}", "type": "regular",
-            "width": 512, "height": 512, "is_animated": False, "is_video": False, "emoji": emoji}})
+        return self._write(
+            {
+                "sticker": {
+                    "file_id": f"CAACAgIAAxkBAAI{number:010d}",
+                    "file_unique_id": f"AgAD{number:08d}",
+                    "type": "regular",
+                    "width": 512,
+                    "height": 512,
+                    "is_animated": False,
+                    "is_video": False,
+                    "emoji": emoji,
+                }
+            }
+        )
 
     async def send_photo(self, caption: str | None = None) -> int | None:
         number = self._standin.new_file_number()
-        sizes = [{"file_id": f"AgACAgIAAxkBAAI{number:010d}{s}", "file_unique_id": f"AQAD{number:08d}{s}",
-                  "width": w, "height": w, "file_size": w * 40} for s, w in (("s", 90), ("m", 320), ("x", 800))]
+        sizes = [
+            {
+                "file_id": f"AgACAgIAAxkBAAI{number:010d}{s}",
+                "file_unique_id": f"AQAD{number:08d}{s}",
+                "width": w,
+                "height": w,
+                "file_size": w * 40,
+            }
+            for s, w in (("s", 90), ("m", 320), ("x", 800))
+        ]
         content: dict[str, Any] = {"photo": sizes}
         if caption:
             content["caption"] = caption
@@ -228,8 +257,7 @@ class SimLearner(ChatView):
 
     # ------------------------------------------------------------ buttons
 
-    def tap_nowait(self, message: dict, text: str | None = None, *,
-                   callback_data: str | None = None) -> TapReaction:
+    def tap_nowait(self, message: dict, text: str | None = None, *, callback_data: str | None = None) -> TapReaction:
         """Tap a callback button (by text, or forge callback_data) without waiting for anything."""
         state, current = self._live(message)
         if callback_data is None:
@@ -289,9 +317,17 @@ class SimLearner(ChatView):
         def member(status: str) -> dict:
             return {"status": status, "user": bot, **({"until_date": 0} if status == "kicked" else {})}
 
-        return self._standin.inject_nowait({"my_chat_member": {
-            "chat": self._state.chat, "from": self.user, "date": int(time.time()),
-            "old_chat_member": member(old), "new_chat_member": member(new)}})
+        return self._standin.inject_nowait(
+            {
+                "my_chat_member": {
+                    "chat": self._state.chat,
+                    "from": self.user,
+                    "date": int(time.time()),
+                    "old_chat_member": member(old),
+                    "new_chat_member": member(new),
+                }
+            }
+        )
 
     def _live(self, message: dict) -> tuple[ChatState, dict]:
         state = self._standin.chats.get(message["chat"]["id"])

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from .errors import bad_request
-from .units import utf16_len, utf8_len
+from .units import utf8_len, utf16_len
 
 MESSAGE_TEXT_MAX = 4096
 CAPTION_MAX = 1024
@@ -32,32 +32,78 @@ GET_UPDATES_LIMIT_MAX = 100
 
 _COMMAND = re.compile(r"[a-z0-9_]{1,32}")
 
-CHAT_ACTIONS = frozenset({
-    "typing", "upload_photo", "record_video", "upload_video", "record_voice", "upload_voice",
-    "upload_document", "choose_sticker", "find_location", "record_video_note", "upload_video_note",
-})
+CHAT_ACTIONS = frozenset(
+    {
+        "typing",
+        "upload_photo",
+        "record_video",
+        "upload_video",
+        "record_voice",
+        "upload_voice",
+        "upload_document",
+        "choose_sticker",
+        "find_location",
+        "record_video_note",
+        "upload_video_note",
+    }
+)
 
-UPDATE_TYPES = frozenset({
-    "message", "edited_message", "channel_post", "edited_channel_post", "business_connection",
-    "business_message", "edited_business_message", "deleted_business_messages",
-    "message_reaction", "message_reaction_count", "inline_query", "chosen_inline_result",
-    "callback_query", "shipping_query", "pre_checkout_query", "purchased_paid_media", "poll",
-    "poll_answer", "my_chat_member", "chat_member", "chat_join_request", "chat_boost",
-    "removed_chat_boost", "managed_bot", "guest_message",
-})
+UPDATE_TYPES = frozenset(
+    {
+        "message",
+        "edited_message",
+        "channel_post",
+        "edited_channel_post",
+        "business_connection",
+        "business_message",
+        "edited_business_message",
+        "deleted_business_messages",
+        "message_reaction",
+        "message_reaction_count",
+        "inline_query",
+        "chosen_inline_result",
+        "callback_query",
+        "shipping_query",
+        "pre_checkout_query",
+        "purchased_paid_media",
+        "poll",
+        "poll_answer",
+        "my_chat_member",
+        "chat_member",
+        "chat_join_request",
+        "chat_boost",
+        "removed_chat_boost",
+        "managed_bot",
+        "guest_message",
+    }
+)
 # What Telegram sends when allowed_updates was never set, or set to an empty list.
 DEFAULT_UPDATE_TYPES = UPDATE_TYPES - {"chat_member", "message_reaction", "message_reaction_count"}
 
-COMMAND_SCOPES = frozenset({
-    "default", "all_private_chats", "all_group_chats", "all_chat_administrators",
-    "chat", "chat_administrators", "chat_member",
-})
+COMMAND_SCOPES = frozenset(
+    {
+        "default",
+        "all_private_chats",
+        "all_group_chats",
+        "all_chat_administrators",
+        "chat",
+        "chat_administrators",
+        "chat_member",
+    }
+)
 
 # Exactly one of these makes an inline button do something.
 _BUTTON_ACTIONS = (
-    "callback_data", "url", "web_app", "login_url", "switch_inline_query",
-    "switch_inline_query_current_chat", "switch_inline_query_chosen_chat", "copy_text",
-    "callback_game", "pay",
+    "callback_data",
+    "url",
+    "web_app",
+    "login_url",
+    "switch_inline_query",
+    "switch_inline_query_current_chat",
+    "switch_inline_query_chosen_chat",
+    "copy_text",
+    "callback_game",
+    "pay",
 )
 _BUTTON_URL = re.compile(r"(https?|tg)://[^\s]+$", re.IGNORECASE)
 
@@ -100,7 +146,7 @@ def reply_markup_kind(markup: Any) -> str | None:
         return "remove"
     if markup.get("force_reply") is True:
         return "force_reply"
-    raise bad_request("can't find field \"inline_keyboard\"")
+    raise bad_request('can\'t find field "inline_keyboard"')
 
 
 def check_inline_keyboard(markup: dict) -> None:
@@ -202,7 +248,11 @@ def check_commands(commands: Any) -> list[dict]:
         command, description = item.get("command"), item.get("description")
         if not isinstance(command, str) or not _COMMAND.fullmatch(command):
             raise bad_request("BOT_COMMAND_INVALID")
-        if not isinstance(description, str) or not description.strip() or utf16_len(description) > COMMAND_DESCRIPTION_MAX:
+        if (
+            not isinstance(description, str)
+            or not description.strip()
+            or utf16_len(description) > COMMAND_DESCRIPTION_MAX
+        ):
             raise bad_request("BOT_COMMAND_DESCRIPTION_INVALID")
         result.append({"command": command, "description": description})
     return result

@@ -40,6 +40,7 @@ def api_method(name: str) -> Callable[[Callable], Callable]:
     def register(func: Callable) -> Callable:
         METHODS[name.lower()] = (name, func, inspect.iscoroutinefunction(func))
         return func
+
     return register
 
 
@@ -128,8 +129,10 @@ class BotApi:
     def _reply_to(self, chat: ChatState, params: dict) -> dict | None:
         reply = params.get("reply_parameters")
         if reply is None and params.get("reply_to_message_id") is not None:
-            reply = {"message_id": params["reply_to_message_id"],
-                     "allow_sending_without_reply": flag(params, "allow_sending_without_reply")}
+            reply = {
+                "message_id": params["reply_to_message_id"],
+                "allow_sending_without_reply": flag(params, "allow_sending_without_reply"),
+            }
         if reply is None:
             return None
         if not isinstance(reply, dict) or not isinstance(reply.get("message_id"), int):
@@ -148,8 +151,13 @@ class BotApi:
         """Common tail of every send*: reply, markup, storage, notification."""
         kind = limits.reply_markup_kind(params.get("reply_markup"))
         reply = self._reply_to(chat, params)
-        message = {"message_id": chat.allocate_message_id(), "from": self.bot_user, "chat": chat.chat,
-                   "date": int(time.time()), **content}
+        message = {
+            "message_id": chat.allocate_message_id(),
+            "from": self.bot_user,
+            "chat": chat.chat,
+            "date": int(time.time()),
+            **content,
+        }
         if reply is not None:
             message["reply_to_message"] = reply
         if flag(params, "protect_content"):
@@ -198,8 +206,14 @@ class BotApi:
 
     @api_method("getMe")
     def get_me(self, params: dict) -> dict:
-        return {**self.bot_user, "can_join_groups": True, "can_read_all_group_messages": not self.privacy_mode,
-                "supports_inline_queries": False, "can_connect_to_business": False, "has_main_web_app": False}
+        return {
+            **self.bot_user,
+            "can_join_groups": True,
+            "can_read_all_group_messages": not self.privacy_mode,
+            "supports_inline_queries": False,
+            "can_connect_to_business": False,
+            "has_main_web_app": False,
+        }
 
     @api_method("logOut")
     def log_out(self, params: dict) -> bool:
@@ -228,14 +242,20 @@ class BotApi:
 
     @api_method("getWebhookInfo")
     def get_webhook_info(self, params: dict) -> dict:
-        return {"url": self.webhook_url, "has_custom_certificate": False,
-                "pending_update_count": self.updates.pending_count}
+        return {
+            "url": self.webhook_url,
+            "has_custom_certificate": False,
+            "pending_update_count": self.updates.pending_count,
+        }
 
     @api_method("getUpdates")
     async def get_updates(self, params: dict) -> list[dict]:
         if self.webhook_url:
-            raise ApiError(409, "Conflict: can't use getUpdates method while webhook is active; "
-                                "use deleteWebhook to delete the webhook first")
+            raise ApiError(
+                409,
+                "Conflict: can't use getUpdates method while webhook is active; "
+                "use deleteWebhook to delete the webhook first",
+            )
         if params.get("allowed_updates") is not None:
             self.updates.set_allowed(params["allowed_updates"])
         timeout = params.get("timeout")
@@ -306,9 +326,18 @@ class BotApi:
     @api_method("getChat")
     def get_chat(self, params: dict) -> dict:
         chat = self._chat(params)
-        return {**chat.chat, "accent_color_id": 0, "max_reaction_count": 11,
-                "accepted_gift_types": {"unlimited_gifts": False, "limited_gifts": False, "unique_gifts": False,
-                                        "premium_subscription": False, "gifts_from_channels": False}}
+        return {
+            **chat.chat,
+            "accent_color_id": 0,
+            "max_reaction_count": 11,
+            "accepted_gift_types": {
+                "unlimited_gifts": False,
+                "limited_gifts": False,
+                "unique_gifts": False,
+                "premium_subscription": False,
+                "gifts_from_channels": False,
+            },
+        }
 
     @api_method("getChatMember")
     def get_chat_member(self, params: dict) -> dict:
@@ -350,20 +379,36 @@ class BotApi:
         media = params.get(kind)
         if media is None or media == "":
             raise bad_request(f"there is no {kind} in the request")
-        caption, entities = self._format(params.get("caption"), params.get("parse_mode"), params.get("caption_entities"))
+        caption, entities = self._format(
+            params.get("caption"), params.get("parse_mode"), params.get("caption_entities")
+        )
         limits.check_caption(caption)
         number = self._new_id()
         file_id, unique_id = f"{kind[:2].upper()}ACAgIAAxkBAAI{number:010d}", f"AQAD{number:08d}"
         size = media.get("size", 1024) if isinstance(media, dict) else 1024
         if kind == "photo":
-            content: dict[str, Any] = {"photo": [
-                {"file_id": file_id + "s", "file_unique_id": unique_id + "s", "width": 90, "height": 90, "file_size": size // 8},
-                {"file_id": file_id, "file_unique_id": unique_id, "width": 800, "height": 800, "file_size": size},
-            ]}
+            content: dict[str, Any] = {
+                "photo": [
+                    {
+                        "file_id": file_id + "s",
+                        "file_unique_id": unique_id + "s",
+                        "width": 90,
+                        "height": 90,
+                        "file_size": size // 8,
+                    },
+                    {"file_id": file_id, "file_unique_id": unique_id, "width": 800, "height": 800, "file_size": size},
+                ]
+            }
         else:
             name = media.get("file_name") if isinstance(media, dict) else None
-            content = {"document": {"file_id": file_id, "file_unique_id": unique_id,
-                                    "file_name": name or "document", "file_size": size}}
+            content = {
+                "document": {
+                    "file_id": file_id,
+                    "file_unique_id": unique_id,
+                    "file_name": name or "document",
+                    "file_size": size,
+                }
+            }
         if caption:
             content["caption"] = caption
             if entities:
@@ -390,12 +435,16 @@ class BotApi:
         else:
             if not any(key in message for key in _MEDIA_FIELDS):
                 raise bad_request("there is no caption in the message to edit")
-            text, entities = self._format(params.get("caption"), params.get("parse_mode"),
-                                          params.get("caption_entities"))
+            text, entities = self._format(
+                params.get("caption"), params.get("parse_mode"), params.get("caption_entities")
+            )
             limits.check_caption(text)
         markup = self._inline_markup(params)  # no reply_markup removes the keyboard, as in Telegram
-        if (message.get(field_name, "") == text and message.get(entities_key, []) == entities
-                and message.get("reply_markup") == markup):
+        if (
+            message.get(field_name, "") == text
+            and message.get(entities_key, []) == entities
+            and message.get("reply_markup") == markup
+        ):
             raise bad_request(NOT_MODIFIED)
         changes: dict[str, Any] = {field_name: text} if text else {}
         if entities:
@@ -478,8 +527,15 @@ class BotApi:
         query_id = str(4_000_000_000_000_000_000 + self._new_id())
         chat = self.chats[message["chat"]["id"]]
         self.callback_queries[query_id] = CallbackQueryState(query_id, chat.id, time.monotonic())
-        return {"callback_query": {"id": query_id, "from": user, "message": message,
-                                   "chat_instance": chat.instance, "data": data}}
+        return {
+            "callback_query": {
+                "id": query_id,
+                "from": user,
+                "message": message,
+                "chat_instance": chat.instance,
+                "data": data,
+            }
+        }
 
     # ----------------------------------------------------------------- polls
 
@@ -492,7 +548,8 @@ class BotApi:
     def send_poll(self, params: dict) -> dict:
         chat = self._chat(params)
         question, question_entities = self._poll_text(
-            params.get("question"), params.get("question_parse_mode"), params.get("question_entities"))
+            params.get("question"), params.get("question_parse_mode"), params.get("question_entities")
+        )
         limits.check_poll_question(question)
         raw_options = params.get("options")
         if not isinstance(raw_options, list):
@@ -502,7 +559,7 @@ class BotApi:
             if isinstance(raw, str):
                 raw = {"text": raw}
             if not isinstance(raw, dict) or not isinstance(raw.get("text"), str):
-                raise bad_request("can't parse InputPollOption: Field \"text\" must be of type String")
+                raise bad_request('can\'t parse InputPollOption: Field "text" must be of type String')
             options.append(self._poll_text(raw["text"], raw.get("text_parse_mode"), raw.get("text_entities")))
         limits.check_poll_options([text for text, _ in options])
         kind = params.get("type") or "regular"
@@ -517,8 +574,12 @@ class BotApi:
             "id": str(5_000_000_000_000_000_000 + poll_number),
             "question": question,
             "options": [
-                {"text": text, "voter_count": 0, "persistent_id": f"{poll_number}.{index}",
-                 **({"text_entities": ents} if ents else {})}
+                {
+                    "text": text,
+                    "voter_count": 0,
+                    "persistent_id": f"{poll_number}.{index}",
+                    **({"text_entities": ents} if ents else {}),
+                }
                 for index, (text, ents) in enumerate(options)
             ],
             "total_voter_count": 0,
@@ -527,7 +588,8 @@ class BotApi:
             "type": kind,
             "allows_multiple_answers": multiple,
             # Telegram's default: regular polls allow changing the vote, quizzes do not
-            "allows_revoting": params["allows_revoting"] if isinstance(params.get("allows_revoting"), bool)
+            "allows_revoting": params["allows_revoting"]
+            if isinstance(params.get("allows_revoting"), bool)
             else kind == "regular",
             "members_only": flag(params, "members_only"),
         }
@@ -541,7 +603,8 @@ class BotApi:
             if kind != "quiz":
                 raise bad_request("explanation can be specified only for quizzes")  # the stand-in's wording
             explanation, explanation_entities = self._format(
-                params["explanation"], params.get("explanation_parse_mode"), params.get("explanation_entities"))
+                params["explanation"], params.get("explanation_parse_mode"), params.get("explanation_entities")
+            )
             limits.check_explanation(explanation)
             if explanation:
                 poll["explanation"] = explanation
@@ -619,16 +682,22 @@ class BotApi:
         for chosen in state.votes.values():
             for i in chosen:
                 counts[i] += 1
-        options = [{**option, "voter_count": count} for option, count in zip(poll["options"], counts)]
+        options = [{**option, "voter_count": count} for option, count in zip(poll["options"], counts, strict=False)]
         poll = {**poll, "options": options, "total_voter_count": len(state.votes)}
         # stored without telling listeners: a vote is the user's doing, not a reaction of the bot
         chat.messages[state.message_id] = {**current, "poll": poll}
         updates = []
         if not poll["is_anonymous"]:
-            updates.append({"poll_answer": {
-                "poll_id": poll["id"], "user": user, "option_ids": sorted(option_ids),
-                "option_persistent_ids": [options[i]["persistent_id"] for i in sorted(option_ids)],
-            }})
+            updates.append(
+                {
+                    "poll_answer": {
+                        "poll_id": poll["id"],
+                        "user": user,
+                        "option_ids": sorted(option_ids),
+                        "option_persistent_ids": [options[i]["persistent_id"] for i in sorted(option_ids)],
+                    }
+                }
+            )
         if self.poll_state_updates or poll["is_anonymous"]:
             updates.append({"poll": poll})
         return updates
@@ -636,10 +705,14 @@ class BotApi:
 
 def _register_profile_texts() -> None:
     """setMyName/getMyName, setMyDescription/..., setMyShortDescription/...: one rule, three fields."""
-    for method, name, maximum in (("Name", "name", 64), ("Description", "description", 512),
-                                  ("ShortDescription", "short_description", 120)):
-        api_method(f"setMy{method}")(lambda self, params, name=name, maximum=maximum:
-                                     self._set_bot_text(params, name, maximum))
+    for method, name, maximum in (
+        ("Name", "name", 64),
+        ("Description", "description", 512),
+        ("ShortDescription", "short_description", 120),
+    ):
+        api_method(f"setMy{method}")(
+            lambda self, params, name=name, maximum=maximum: self._set_bot_text(params, name, maximum)
+        )
         api_method(f"getMy{method}")(lambda self, params, name=name: self._get_bot_text(params, name))
 
 

@@ -18,24 +18,70 @@ from aiohttp.web_request import FileField
 
 from .errors import bad_request
 
-JSON_FIELDS = frozenset({
-    "reply_markup", "options", "entities", "caption_entities", "explanation_entities",
-    "question_entities", "description_entities", "text_entities", "correct_option_ids",
-    "allowed_updates", "commands", "scope", "link_preview_options", "reply_parameters",
-    "media", "menu_button", "message_ids", "country_codes", "reaction",
-})
-INT_FIELDS = frozenset({
-    "chat_id", "message_id", "offset", "limit", "timeout", "user_id", "cache_time",
-    "open_period", "close_date", "message_thread_id", "reply_to_message_id", "from_chat_id",
-    "correct_option_id", "max_connections", "direct_messages_topic_id",
-})
-BOOL_FIELDS = frozenset({
-    "disable_notification", "protect_content", "is_anonymous", "allows_multiple_answers",
-    "is_closed", "show_alert", "drop_pending_updates", "disable_web_page_preview",
-    "allow_sending_without_reply", "allows_revoting", "allow_adding_options",
-    "hide_results_until_closes", "shuffle_options", "members_only", "allow_paid_broadcast",
-    "show_caption_above_media", "has_spoiler", "disable_content_type_detection",
-})
+JSON_FIELDS = frozenset(
+    {
+        "reply_markup",
+        "options",
+        "entities",
+        "caption_entities",
+        "explanation_entities",
+        "question_entities",
+        "description_entities",
+        "text_entities",
+        "correct_option_ids",
+        "allowed_updates",
+        "commands",
+        "scope",
+        "link_preview_options",
+        "reply_parameters",
+        "media",
+        "menu_button",
+        "message_ids",
+        "country_codes",
+        "reaction",
+    }
+)
+INT_FIELDS = frozenset(
+    {
+        "chat_id",
+        "message_id",
+        "offset",
+        "limit",
+        "timeout",
+        "user_id",
+        "cache_time",
+        "open_period",
+        "close_date",
+        "message_thread_id",
+        "reply_to_message_id",
+        "from_chat_id",
+        "correct_option_id",
+        "max_connections",
+        "direct_messages_topic_id",
+    }
+)
+BOOL_FIELDS = frozenset(
+    {
+        "disable_notification",
+        "protect_content",
+        "is_anonymous",
+        "allows_multiple_answers",
+        "is_closed",
+        "show_alert",
+        "drop_pending_updates",
+        "disable_web_page_preview",
+        "allow_sending_without_reply",
+        "allows_revoting",
+        "allow_adding_options",
+        "hide_results_until_closes",
+        "shuffle_options",
+        "members_only",
+        "allow_paid_broadcast",
+        "show_caption_above_media",
+        "has_spoiler",
+        "disable_content_type_detection",
+    }
+)
 _JSON_NAMES = {"reply_markup": "reply keyboard markup"}
 _TRUE = frozenset({"true", "1", "True"})
 _FALSE = frozenset({"false", "0", "False"})

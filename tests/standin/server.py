@@ -32,9 +32,16 @@ _MAX_BODY = 50 * 1024 * 1024  # Telegram's upload limit for bots
 class BotApiStandin(BotApi):
     """A strict, fast Telegram Bot API stand-in. Use ``async with BotApiStandin() as standin:``."""
 
-    def __init__(self, token: str = "123456:TEST-TOKEN", bot_username: str = "coursebot_test_bot", *,
-                 bot_first_name: str = "Coursebot", host: str = "127.0.0.1", port: int = 0,
-                 strict_html: bool = True):
+    def __init__(
+        self,
+        token: str = "123456:TEST-TOKEN",
+        bot_username: str = "coursebot_test_bot",
+        *,
+        bot_first_name: str = "Coursebot",
+        host: str = "127.0.0.1",
+        port: int = 0,
+        strict_html: bool = True,
+    ):
         super().__init__(token, bot_username, bot_first_name, strict_html)
         self.host = host
         self.port = port
@@ -124,10 +131,12 @@ class BotApiStandin(BotApi):
         except ApiError as exc:
             # a 409 for a long poll the bot had already abandoned (PTB stopping) reaches nobody
             heard = not (exc.error_code == 409 and request.transport is None)
-            self._record(ApiCall(name, params, False, None, exc.error_code, exc.description, arrival, injected),
-                         blame=heard and not injected)
+            self._record(
+                ApiCall(name, params, False, None, exc.error_code, exc.description, arrival, injected),
+                blame=heard and not injected,
+            )
             return _response(exc.error_code, exc.payload())
-        except Exception as exc:  # noqa: BLE001 - a stand-in bug must fail the test, not hang the bot
+        except Exception as exc:
             description = f"Internal Server Error: stand-in failed: {exc!r}"
             self._record(ApiCall(name, params, False, None, 500, description, arrival), blame=True)
             return _response(500, {"ok": False, "error_code": 500, "description": description})
@@ -167,13 +176,24 @@ class BotApiStandin(BotApi):
     def describe_calls(self, last: int = 8) -> str:
         return "\n".join("  " + call.describe() for call in self.calls[-last:]) or "  (no calls)"
 
-    def fail_next(self, method: str, status: int = 429, retry_after: int | None = 1, count: int = 1,
-                  description: str | None = None) -> None:
+    def fail_next(
+        self,
+        method: str,
+        status: int = 429,
+        retry_after: int | None = 1,
+        count: int = 1,
+        description: str | None = None,
+    ) -> None:
         """Make the next `count` calls of `method` ("*" for any) fail with `status`."""
         self.faults.add(method, status, retry_after, count, description)
 
-    async def wait_call(self, method: str, predicate: Callable[[ApiCall], bool] | None = None,
-                        timeout: float = 5.0, since: int | None = None) -> ApiCall:
+    async def wait_call(
+        self,
+        method: str,
+        predicate: Callable[[ApiCall], bool] | None = None,
+        timeout: float = 5.0,
+        since: int | None = None,
+    ) -> ApiCall:
         """The next recorded call of `method` (from index `since` of `calls`, else from now)."""
         method = method.lower()
 
@@ -201,14 +221,22 @@ class BotApiStandin(BotApi):
         """Await future; on timeout raise asyncio.TimeoutError naming `what` and the last calls."""
         try:
             return await asyncio.wait_for(future, timeout)
-        except asyncio.TimeoutError:
-            raise asyncio.TimeoutError(
-                f"timed out after {timeout}s waiting for {what}; last calls:\n{self.describe_calls()}") from None
+        except TimeoutError:
+            raise TimeoutError(
+                f"timed out after {timeout}s waiting for {what}; last calls:\n{self.describe_calls()}"
+            ) from None
 
     # ------------------------------------------------------- users and updates
 
-    def learner(self, user_id: int, first_name: str = "Ada", *, last_name: str | None = None,
-                username: str | None = None, language_code: str | None = "en") -> SimLearner:
+    def learner(
+        self,
+        user_id: int,
+        first_name: str = "Ada",
+        *,
+        last_name: str | None = None,
+        username: str | None = None,
+        language_code: str | None = "en",
+    ) -> SimLearner:
         """A simulated user; its private chat id is its user id. Same id, same learner."""
         if user_id in self.learners:
             return self.learners[user_id]
@@ -291,11 +319,12 @@ class BotApiStandin(BotApi):
             self._activity.clear()
             try:
                 await asyncio.wait_for(self._activity.wait(), remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         unfetched = "" if self.updates.settled else " (updates are still waiting for getUpdates)"
-        raise asyncio.TimeoutError(
-            f"stand-in did not settle within {timeout}s{unfetched}; last calls:\n{self.describe_calls()}")
+        raise TimeoutError(
+            f"stand-in did not settle within {timeout}s{unfetched}; last calls:\n{self.describe_calls()}"
+        )
 
 
 @functools.cache
@@ -309,5 +338,6 @@ def _bot_api_method_names() -> frozenset[str]:
 
 
 def _response(status: int, payload: dict) -> web.Response:
-    return web.Response(status=status, body=json.dumps(payload, ensure_ascii=False).encode(),
-                        content_type="application/json")
+    return web.Response(
+        status=status, body=json.dumps(payload, ensure_ascii=False).encode(), content_type="application/json"
+    )

@@ -15,12 +15,30 @@ from .html import HtmlError, parse_html
 from .units import utf16_len
 
 # Entity types a bot may pass explicitly in `entities`/`caption_entities`.
-ENTITY_TYPES = frozenset({
-    "mention", "hashtag", "cashtag", "bot_command", "url", "email", "phone_number",
-    "bold", "italic", "underline", "strikethrough", "spoiler", "blockquote",
-    "expandable_blockquote", "code", "pre", "text_link", "text_mention", "custom_emoji",
-    "date_time",
-})
+ENTITY_TYPES = frozenset(
+    {
+        "mention",
+        "hashtag",
+        "cashtag",
+        "bot_command",
+        "url",
+        "email",
+        "phone_number",
+        "bold",
+        "italic",
+        "underline",
+        "strikethrough",
+        "spoiler",
+        "blockquote",
+        "expandable_blockquote",
+        "code",
+        "pre",
+        "text_link",
+        "text_mention",
+        "custom_emoji",
+        "date_time",
+    }
+)
 
 # tdlib trims only spaces and line feeds, and on the left only up to the first entity.
 _TRIMMED = " \n"
@@ -94,7 +112,7 @@ def _checked_entities(entities: Any, text_length: int) -> list[dict]:
         if kind not in ENTITY_TYPES:
             raise bad_request("can't parse MessageEntity: Unsupported type specified")
         if not isinstance(offset, int) or not isinstance(length, int):
-            raise bad_request("can't parse MessageEntity: Field \"offset\" and \"length\" must be of type Number")
+            raise bad_request('can\'t parse MessageEntity: Field "offset" and "length" must be of type Number')
         # Telegram silently drops entities that fall outside the text
         if length > 0 and 0 <= offset < text_length:
             kept.append({**entity, "length": min(length, text_length - offset)})
