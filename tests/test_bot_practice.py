@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from bot.lint import load_valid
+from bot.content.load import load_valid
 from tests.conftest import LESSONS, LOCALES, running
 from tests.journey import button_texts, send_and_wait
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-SOURCE_LANGUAGE = "en"
+from bot.i18n import DEFAULT_LANGUAGE
+
+# How a check compares what the learner's code produced with what it must give. The runner grades
+# them (its own list is runner.grading.KINDS, not exported by runner.client; a test ties the two).
+CHECK_KINDS = ("equal", "close", "shape", "dtype", "true")
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,7 @@ class ExerciseCheck:
 
     id: str
     expr: str
-    kind: str  # equal, close, shape, dtype or true
+    kind: str  # one of CHECK_KINDS
     expect: object
     fail: str  # shown when the check fails; {got} is what the learner's code produced
 
@@ -73,7 +77,7 @@ class Exercise:
 class Translation:
     """What one translation file holds: its parts ('title', 'slide/<id>', ...) and the hashes stamped in it.
 
-    A stamp is the hash of the English a part was translated from (see bot.translations).
+    A stamp is the hash of the English a part was translated from (see bot.content.stamps).
     """
 
     path: str
@@ -103,6 +107,7 @@ class Lesson:
 
     @property
     def last_slide(self) -> int:
+        """Return the index of the lesson's last slide."""
         return len(self.slides) - 1
 
 
@@ -127,6 +132,7 @@ class Course:
 
     @property
     def question_count(self) -> int:
+        """Return how many Quick Check questions the whole course has."""
         return sum(len(lesson.quiz) for lesson in self.lessons)
 
 
@@ -139,7 +145,7 @@ class Content:
 
     def course(self, language: str) -> Course:
         """Return the course as a learner of ``language`` reads it."""
-        if language == SOURCE_LANGUAGE:
+        if language == DEFAULT_LANGUAGE:
             return self.english
         course = self.translations.get(language)
         if course is None:
@@ -160,4 +166,4 @@ def untranslated(lesson: Lesson) -> Lesson:
 
 def fallback_course(english: Course, language: str) -> Course:
     """Return the English course marked as untranslated for ``language``."""
-    return replace(english, language=language, lessons=tuple(untranslated(l) for l in english.lessons))
+    return replace(english, language=language, lessons=tuple(untranslated(lesson) for lesson in english.lessons))
