@@ -136,6 +136,8 @@ class CourseBot:
             try:
                 await register_commands(self.app, self.i18n)
                 await self.app.start()
+                if self.app.updater is None:
+                    raise RuntimeError("the application was built without an updater")
                 await self.app.updater.start_polling(
                     timeout=LONG_POLL_SECONDS,
                     allowed_updates=ALLOWED_UPDATES,
@@ -157,7 +159,7 @@ class CourseBot:
         if app is None or db is None:
             return
         try:
-            if app.updater.running:
+            if app.updater is not None and app.updater.running:
                 await app.updater.stop()
             if app.running:
                 await app.stop()

@@ -85,7 +85,7 @@ def date(day: datetime.date) -> str:
 
 def own_name(language: str) -> str:
     """Return a language's name in that language, as a picker shows it: 'Русский', 'Português (Brasil)'."""
-    name = Locale.parse(language).get_display_name(language)
+    name = Locale.parse(language).get_display_name(language) or language
     return name[:1].upper() + name[1:]
 
 

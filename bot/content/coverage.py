@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from babel.messages.catalog import Message
 from babel.messages.pofile import read_po
 
 from bot.content.model import Content
@@ -59,12 +60,15 @@ def _catalog_figures(path: Path | None) -> tuple[int, int]:
     with path.open("rb") as f:
         catalog = read_po(f)
     messages = [m for m in catalog if m.id]
-    done = sum(
-        1
-        for m in messages
-        if not m.fuzzy and all(s.strip() for s in (m.string if isinstance(m.string, tuple) else (m.string,)))
-    )
+    done = sum(1 for m in messages if not m.fuzzy and all(s.strip() for s in _strings(m)))
     return (done, len(messages))
+
+
+def _strings(message: Message) -> tuple[str, ...]:
+    """Return a message's translations: one, or one per plural form."""
+    if isinstance(message.string, (list, tuple)):
+        return tuple(message.string)
+    return (message.string or "",)
 
 
 def _percent(pair: tuple[int, int]) -> str:

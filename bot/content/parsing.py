@@ -288,15 +288,15 @@ def _read_translation(file: ContentFile, data: LinedMap, english: Lesson) -> Les
             source=file.source(line),
         )
     translated_quiz: dict[str, Question] = {}
-    for line, item, where, source in _translated(file, data, "quiz", english.quiz, "question", english.id):
+    for line, item, where, question in _translated(file, data, "quiz", english.quiz, "question", english.id):
         values = file.fields(item, where, {"id": str, "question": str, "options": list, "explanation": str}, {})
         if values is None:
             continue
         options = values["options"]
-        if len(options) != len(source.options):
+        if len(options) != len(question.options):
             file.problem(
                 item.key_lines["options"],
-                f"{where}: has {len(options)} options, the English question has {len(source.options)}",
+                f"{where}: has {len(options)} options, the English question has {len(question.options)}",
             )
             continue
         if any(not isinstance(o, str) or not o.strip() for o in options):
@@ -305,14 +305,14 @@ def _read_translation(file: ContentFile, data: LinedMap, english: Lesson) -> Les
                 f"{where}: list options as plain text; the correct answer comes from English",
             )
             continue
-        translated_quiz[source.id] = replace(
-            source,
+        translated_quiz[question.id] = replace(
+            question,
             question=values["question"],
             options=tuple(str(o).strip() for o in options),
             explanation=values["explanation"],
             source=file.source(line),
         )
-    parts = {key: data.key_lines[key] for key in ("title", "summary", "recap") if key in top}
+    parts: dict[str, int] = {key: data.key_lines[key] for key in ("title", "summary", "recap") if key in top}
     parts |= {f"slide/{slide_id}": slide.source.line for slide_id, slide in translated_slides.items()}
     parts |= {f"question/{question_id}": q.source.line for question_id, q in translated_quiz.items()}
     exercise: Exercise | None = english.exercise
@@ -534,7 +534,9 @@ def _read_language(language_dir: Path, english: Course, stems: list[str], proble
         if path.stem == "course":
             course = _read_course_file(file, english=False)
             if file.data is not None:
-                parts = {key: file.data.key_lines[key] for key in ("title", "description") if key in course}
+                parts: dict[str, int] = {
+                    key: file.data.key_lines[key] for key in ("title", "description") if key in course
+                }
                 course_translation = _translation(file, file.data, course, parts)
             continue
         if file.data is None:

@@ -161,7 +161,7 @@ class ContentFile:
                 self.problem(node.key_lines[key], f"{where}: '{key}' must be {_KIND_NAMES[kind]}")
                 ok = False
                 continue
-            if kind is str:
+            if kind is str and isinstance(value, str):
                 value = value.strip()
                 if not value:
                     self.problem(node.key_lines[key], f"{where}: '{key}' is empty")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 from telegram import CallbackQuery, LinkPreviewOptions, MaybeInaccessibleMessage, Message, Update
 from telegram.constants import ParseMode
@@ -20,10 +20,10 @@ log = logging.getLogger(__name__)
 
 NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
 
-Handler = Callable[[Update, CourseContext], Awaitable[None]]
+Handler = Callable[[Update, CourseContext], Coroutine[Any, Any, None]]
 D = TypeVar("D", bound=CallbackData)
 # A button handler gets the tap's typed data and returns the toast to answer the tap with, if any.
-ButtonHandler = Callable[[Update, CourseContext, D], Awaitable[str | None]]
+ButtonHandler = Callable[[Update, CourseContext, D], Coroutine[Any, Any, str | None]]
 
 
 def for_learner(handler: Handler) -> Handler:

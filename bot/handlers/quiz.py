@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from telegram import Update
 from telegram.constants import PollType
@@ -22,7 +23,7 @@ from bot.states import LESSON, LessonStep, QuizRound, quiz_round, stage
 log = logging.getLogger(__name__)
 
 # Picks the questions of a round, or returns why there is nothing to ask.
-QuestionPicker = Callable[[CourseContext, Lesson], Awaitable[list[str] | str]]
+QuestionPicker = Callable[[CourseContext, Lesson], Coroutine[Any, Any, list[str] | str]]
 
 
 async def _ask(context: CourseContext, lesson: Lesson, question_id: str) -> None:
@@ -40,7 +41,8 @@ async def _ask(context: CourseContext, lesson: Lesson, question_id: str) -> None
         list(spec.options),
         is_anonymous=False,  # answers must arrive as poll_answer updates carrying the learner
         type=PollType.QUIZ,
-        correct_option_ids=[spec.correct],
+        # PTB types option ids as Literal[0..11]; lint keeps every poll to 10 options, so the index is one of them.
+        correct_option_ids=[spec.correct],  # type: ignore[list-item]
         explanation=spec.explanation,
     )
     if message.poll is None:
