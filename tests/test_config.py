@@ -8,6 +8,7 @@ import pytest
 
 from bot.config import Config
 from bot.errors import ConfigError
+from runner.client import RunnerConfig
 
 TOKEN = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"
 
@@ -151,3 +152,49 @@ def test_token_never_appears_in_repr_or_str_of_the_config():
     assert TOKEN not in str(config)
     assert "AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw" not in repr(config)
     assert "db_path" in repr(config)  # the repr is still useful
+
+
+def test_the_defaults_are_the_configs_own_when_nothing_is_set():
+    # from_env states no default of its own: an empty environment gives the dataclass's.
+    assert Config.from_env(env()) == Config(token=TOKEN)
+
+
+def test_the_runners_settings_are_read_with_the_bots():
+    config = Config.from_env(env(RUNNER_POOL="1", RUNNER_QUEUE="4", RUNNER_BWRAP="/usr/bin/bwrap"))
+    assert (config.runner_config.pool_size, config.runner_config.queue) == (1, 4)
+    assert config.runner_config.env["RUNNER_BWRAP"] == "/usr/bin/bwrap"
+    assert Config.from_env(env()).runner_config == RunnerConfig()
+
+
+def test_a_bad_runner_setting_is_a_config_error_on_one_line():
+    message = config_error(env(RUNNER_POOL="lots"))
+    assert "\n" not in message
+    assert "lots" in message
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="RunnerConfig.from_env names the variable once branch i8-runner lands; then remove this marker",
+)
+def test_a_bad_runner_setting_names_its_variable():
+    assert "RUNNER_POOL" in config_error(env(RUNNER_POOL="lots"))
+
+
+@pytest.mark.parametrize(
+    ("raw", "runner"),
+    [
+        ("", "embedded"),
+        ("off", "off"),
+        ("unix:///run/coursebot/runner.sock", "unix:///run/coursebot/runner.sock"),
+        ("/run/coursebot/runner.sock", "unix:///run/coursebot/runner.sock"),
+        ("tcp://127.0.0.1:7000", "tcp://127.0.0.1:7000"),
+    ],
+)
+def test_the_runner_address_is_read_from_its_variable(raw, runner):
+    assert Config.from_env(env(COURSEBOT_RUNNER_URL=raw)).runner == runner
+
+
+def test_an_unknown_runner_address_is_refused_naming_the_variable():
+    message = config_error(env(COURSEBOT_RUNNER_URL="http://runner"))
+    assert message.startswith("COURSEBOT_RUNNER_URL")
+    assert "\n" not in message
