@@ -28,7 +28,7 @@ from bot.content.yamlfile import ID, ContentFile, LinedMap, plain
 from bot.errors import Problem
 from bot.i18n import DEFAULT_LANGUAGE
 
-# A lesson id travels in button data (64 bytes in all, with a prefix and a slide number).
+# A lesson id travels in button data (callbacks.MAX_BYTES in all, with a prefix and a slide number).
 LESSON_ID_MAX = 32
 LANGUAGE_DIR = re.compile(r"^[a-z]{2,3}(_[A-Z][a-zA-Z]{1,3})?$")
 
