@@ -32,14 +32,19 @@ _translations: ContextVar[NullTranslations | None] = ContextVar("translations", 
 _language: ContextVar[str] = ContextVar("language", default=DEFAULT_LANGUAGE)
 
 
+def _current() -> NullTranslations:
+    translations = _translations.get()
+    return _ENGLISH if translations is None else translations
+
+
 def _(message: str) -> str:
     """Translate ``message`` into the current update's language."""
-    return (_translations.get() or _ENGLISH).gettext(message)
+    return _current().gettext(message)
 
 
 def ngettext(singular: str, plural: str, n: int) -> str:
     """Translate a message whose form depends on the count ``n``."""
-    return (_translations.get() or _ENGLISH).ngettext(singular, plural, n)
+    return _current().ngettext(singular, plural, n)
 
 
 def current_language() -> str:
