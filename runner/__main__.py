@@ -91,16 +91,16 @@ def _parser() -> argparse.ArgumentParser:
         description="Run learners' snippets in the sandbox. Settings come from RUNNER_* variables; flags override.",
     )
     sub = p.add_subparsers(dest="cmd", required=True)
-    for name in ("exec", "serve"):
-        sp = sub.add_parser(name)
+    for name, what in (("exec", "run files as jobs, one result each"), ("serve", "serve the bot on a socket")):
+        sp = sub.add_parser(name, help=what, description=f"{what.capitalize()}. {p.description}")
         settings.add_flags(sp)
         sp.add_argument("-v", "--verbose", action="store_true")
         if name == "exec":
             sp.add_argument("--json", action="store_true", help="one JSON object per line")
             sp.add_argument("files", nargs="+")
         else:
-            sp.add_argument("--socket", help="Unix socket path to listen on")
-            sp.add_argument("--listen", help="tcp://127.0.0.1:PORT (no authentication: keep it local)")
+            sp.add_argument("--socket", metavar="PATH", help="Unix socket path to listen on")
+            sp.add_argument("--listen", metavar="URL", help="tcp://127.0.0.1:PORT (no authentication: keep it local)")
             sp.add_argument(
                 "--watch-stdin", action="store_true", help="exit when stdin closes (used by the embedded client)"
             )

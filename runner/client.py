@@ -153,19 +153,16 @@ class RunnerClient:
                 limit=1 << 20,
             )
             try:
+                # The worker imports torch (startup_timeout_s at most), then proves its isolation.
                 line = await asyncio.wait_for(_ready_line(proc), config.startup_timeout_s + 30)
+                if not line.startswith("READY "):
+                    raise _error_from_line(line)
             except BaseException:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
                 await proc.wait()
                 shutil.rmtree(tmpdir, ignore_errors=True)
                 raise
-            if not line.startswith("READY "):
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
-                shutil.rmtree(tmpdir, ignore_errors=True)
-                raise _error_from_line(line)
             r, w = await asyncio.open_unix_connection(sock, limit=protocol.MAX_FRAME + 8)
             client = cls(r, w, config.request_timeout_s)
             client._proc, client._tmpdir = proc, tmpdir

@@ -157,6 +157,9 @@ class Uid(Count):
 class Word(Rule):
     text = "a non-empty value without spaces"
 
+    def __init__(self, metavar: str) -> None:
+        self.metavar = metavar
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -225,15 +228,15 @@ SETTINGS: tuple[Setting, ...] = (
         "docker_image",
         "RUNNER_DOCKER_IMAGE",
         "--docker-image",
-        "image of the docker backend's containers (with python3, torch and the runner)",
-        Word(),
+        "image of the docker backend's containers, with python3, torch and the runner",
+        Word("IMAGE"),
     ),
     Setting(
         "docker_host",
         "DOCKER_HOST",
         "--docker-host",
-        "Docker engine of the docker backend (Docker's own variable)",
-        Word(),
+        "Docker engine of the docker backend, Docker's own variable",
+        Word("URL"),
         optional=True,
         default_text="Docker's default socket",
     ),
