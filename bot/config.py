@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bot.errors import ConfigError
-from runner.client import RunnerConfig, RunnerError
+from runner.client import RunnerConfig, RunnerConfigError, parse_address
 
 N = TypeVar("N", int, float)
 
@@ -34,8 +34,8 @@ class Config:
     # Updates processed at once; updates of one learner are always handled in order.
     concurrent_updates: int = 256
     log_level: str = "INFO"
-    # "embedded" starts the runner beside the bot; "off" disables running code; else a
-    # runner elsewhere: unix:///path/to/socket or tcp://host:port.
+    # "embedded" starts the runner beside the bot; "off" disables running code; else the address of a
+    # runner elsewhere, as runner.client.parse_address reads it: unix:///path/to/socket or tcp://host:port.
     runner: str = "embedded"
     # How the embedded runner is started and sized (RUNNER_POOL, RUNNER_QUEUE, ...): the runner's own config,
     # read by the runner's own reader.
@@ -83,7 +83,7 @@ class Config:
         _set(values, "runner", _runner(env))
         try:
             values["runner_config"] = RunnerConfig.from_env(env)
-        except (RunnerError, ValueError) as exc:
+        except RunnerConfigError as exc:
             raise ConfigError(str(exc)) from None
         return cls(**values)
 
@@ -123,17 +123,8 @@ def _runner(env: Mapping[str, str]) -> str | None:
     value = _text(env, "COURSEBOT_RUNNER_URL") or _text(env, "COURSEBOT_RUNNER")
     if value is None or value in ("embedded", "off"):
         return value
-    # TODO(lead, issue 8): when runner.client exports parse_address (branch i8-runner), read the address with
-    # the runner's one parser instead of the prefix checks below, and keep the value as given:
-    #     try:
-    #         parse_address(value)
-    #     except (RunnerError, ValueError) as exc:  # its config error, whichever class it is
-    #         raise ConfigError(f"COURSEBOT_RUNNER_URL: {exc}") from None
-    #     return value
-    if value.startswith(("unix://", "tcp://")):
-        return value
-    if value.startswith("/"):
-        return "unix://" + value  # a bare socket path
-    raise ConfigError(
-        f"COURSEBOT_RUNNER_URL must be 'embedded', 'off', unix:///path/to/socket or tcp://host:port, got {value!r}."
-    )
+    # A runner elsewhere: its address is read by the runner's own parser, the one RunnerClient.connect uses.
+    try:
+        return str(parse_address(value, "COURSEBOT_RUNNER_URL (when not 'embedded' or 'off')"))
+    except RunnerConfigError as exc:
+        raise ConfigError(str(exc)) from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -160,24 +161,20 @@ def test_the_defaults_are_the_configs_own_when_nothing_is_set():
 
 
 def test_the_runners_settings_are_read_with_the_bots():
-    config = Config.from_env(env(RUNNER_POOL="1", RUNNER_QUEUE="4", RUNNER_BWRAP="/usr/bin/bwrap"))
+    config = Config.from_env(env(RUNNER_POOL="1", RUNNER_QUEUE="4", RUNNER_BWRAP="/opt/bwrap"))
     assert (config.runner_config.pool_size, config.runner_config.queue) == (1, 4)
-    assert config.runner_config.env["RUNNER_BWRAP"] == "/usr/bin/bwrap"
+    assert config.runner_config.bwrap == "/opt/bwrap"
     assert Config.from_env(env()).runner_config == RunnerConfig()
 
 
-def test_a_bad_runner_setting_is_a_config_error_on_one_line():
-    message = config_error(env(RUNNER_POOL="lots"))
-    assert "\n" not in message
-    assert "lots" in message
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="RunnerConfig.from_env names the variable once branch i8-runner lands; then remove this marker",
+@pytest.mark.parametrize(
+    ("name", "raw"), [("RUNNER_POOL", "lots"), ("RUNNER_BACKEND", "vm"), ("RUNNER_BWRAP", "bwrap")]
 )
-def test_a_bad_runner_setting_names_its_variable():
-    assert "RUNNER_POOL" in config_error(env(RUNNER_POOL="lots"))
+def test_a_bad_runner_setting_is_a_config_error_on_one_line_naming_its_variable(name, raw):
+    message = config_error(env(**{name: raw}))
+    assert "\n" not in message
+    assert name in message
+    assert repr(raw) in message
 
 
 @pytest.mark.parametrize(
@@ -188,13 +185,25 @@ def test_a_bad_runner_setting_names_its_variable():
         ("unix:///run/coursebot/runner.sock", "unix:///run/coursebot/runner.sock"),
         ("/run/coursebot/runner.sock", "unix:///run/coursebot/runner.sock"),
         ("tcp://127.0.0.1:7000", "tcp://127.0.0.1:7000"),
+        ("tcp://:7000", "tcp://127.0.0.1:7000"),
     ],
 )
 def test_the_runner_address_is_read_from_its_variable(raw, runner):
     assert Config.from_env(env(COURSEBOT_RUNNER_URL=raw)).runner == runner
 
 
-def test_an_unknown_runner_address_is_refused_naming_the_variable():
-    message = config_error(env(COURSEBOT_RUNNER_URL="http://runner"))
+@pytest.mark.parametrize("raw", ["http://runner", "runner.sock", "tcp://localhost", "tcp://host:99999"])
+def test_an_unknown_runner_address_is_refused_naming_the_variable(raw):
+    message = config_error(env(COURSEBOT_RUNNER_URL=raw))
     assert message.startswith("COURSEBOT_RUNNER_URL")
     assert "\n" not in message
+    assert repr(raw) in message
+
+
+def test_the_readme_documents_every_runner_setting_with_the_bots_and_its_default():
+    from runner.config import SETTINGS
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `([A-Z_]+)` \| `([^`]+)` \|", readme, re.MULTILINE))
+    for setting in SETTINGS:
+        assert rows.get(setting.variable) == setting.default(), setting.variable
