@@ -6,7 +6,6 @@ import ast
 import subprocess
 import sys
 
-from bot.content.model import CHECK_KINDS
 from tests.conftest import ROOT
 
 BOT = ROOT / "bot"
@@ -66,11 +65,3 @@ def test_the_probe_would_see_torch_imported():
     probe = "import sys, torch; sys.exit(3 if 'torch' in sys.modules else 0)"
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 3
-
-
-def test_the_bots_check_kinds_are_the_runners():
-    # runner.client does not export its list of kinds (runner.grading.KINDS), so the bot keeps its own for
-    # lint; this ties the two until it does.
-    from runner import grading
-
-    assert tuple(CHECK_KINDS) == tuple(grading.KINDS)

@@ -5,10 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from bot.i18n import DEFAULT_LANGUAGE
-
-# How a check compares what the learner's code produced with what it must give. The runner grades
-# them (its own list is runner.grading.KINDS, not exported by runner.client; a test ties the two).
-CHECK_KINDS = ("equal", "close", "shape", "dtype", "true")
+from runner.client import CHECK_KINDS as CHECK_KINDS  # re-exported for the content side
 
 
 @dataclass(frozen=True)
