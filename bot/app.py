@@ -18,7 +18,7 @@ from bot.commands import COMMANDS
 from bot.config import Config
 from bot.content.load import load_valid
 from bot.content.model import Content
-from bot.context import BotData, CourseContext, Services, SnippetRunner, update_scope
+from bot.context import BotData, CourseContext, Services, update_scope
 from bot.errors import ConfigError
 from bot.handlers import course, fallback, language, lessons, practice, progress, quiz, settings
 from bot.i18n import DEFAULT_LANGUAGE, I18n, _, telegram_code
@@ -171,7 +171,7 @@ class CourseBot:
 
 
 @contextlib.asynccontextmanager
-async def connect_runner(config: Config) -> AsyncIterator[SnippetRunner | None]:
+async def connect_runner(config: Config) -> AsyncIterator[RunnerClient | None]:
     """Yield the runner the config names (None when running code is off); the bot never imports torch."""
     if config.runner == "off":
         yield None

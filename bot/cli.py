@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from bot.config import Config
 from bot.content.model import Content, Translation
-from bot.errors import ConfigError, ContentError, CoursebotError
+from bot.errors import ConfigError, ContentError, CoursebotError, Problem
 from bot.i18n import DEFAULT_LANGUAGE
 
 EXIT_BAD_INPUT = 2
@@ -41,7 +42,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _lint(args: argparse.Namespace) -> int:
-    from bot.content import coverage
+    from bot.content import coverage, phone_width
     from bot.content.load import lint
     from bot.i18n import I18n
 
@@ -58,6 +59,13 @@ def _lint(args: argparse.Namespace) -> int:
     lessons = content.english.lessons
     slides = sum(len(lesson.slides) for lesson in lessons)
     questions = sum(len(lesson.quiz) for lesson in lessons)
+    if args.run:
+        problems = _prove(config, content, None if args.no_cache else Path(args.cache))
+        for problem in problems:
+            print(problem)
+        if problems:
+            print(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} found in the runner", file=sys.stderr)
+            return EXIT_BAD_INPUT
     print(f"ok: {len(lessons)} lessons, {slides} slides, {questions} questions")
     languages = sorted((set(content.translations) | set(i18n.languages)) - {DEFAULT_LANGUAGE})
     reports = [
@@ -68,10 +76,34 @@ def _lint(args: argparse.Namespace) -> int:
         print(line)
     for line in coverage.warning_lines(reports):
         print(f"warning: {line}")
+    for problem in phone_width.warnings(content):
+        print(f"warning: {problem}")
     if args.strict and not all(report.complete for report in reports):
         print("--strict: some translations are incomplete or out of date", file=sys.stderr)
         return EXIT_BAD_INPUT
     return 0
+
+
+def _prove(config: Config, content: Content, cache_dir: Path | None) -> list[Problem]:
+    """Prove every exercise and code sample in the runner the config names; print what it took."""
+    from bot.app import connect_runner
+    from bot.content import proof
+
+    @contextlib.asynccontextmanager
+    async def open_runner() -> AsyncIterator[proof.Runner]:
+        async with connect_runner(config) as runner:
+            if runner is None:
+                raise proof.ProofError("lint --run needs the runner, and COURSEBOT_RUNNER_URL is off")
+            yield runner
+
+    report = asyncio.run(proof.prove(content, open_runner, proof.ResultCache(cache_dir)))
+    done = report.plan
+    print(
+        f"proved in the runner: {done.exercises} exercises (seeds {', '.join(map(str, proof.SEEDS))}), "
+        f"{done.translated_starters} translated starters, {done.samples} code samples; "
+        f"{len(done.jobs)} runs, {report.cached} from the cache" + (f" in {cache_dir}" if cache_dir is not None else "")
+    )
+    return report.problems
 
 
 def _stamp(content: Content, paths: list[Path]) -> int:
@@ -140,6 +172,19 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="fail when a translation is incomplete or out of date, not only when content is invalid",
     )
+    lint.add_argument(
+        "--run",
+        action="store_true",
+        help="also prove, in the real runner, every exercise (solution passes, starter fails, translations behave "
+        "the same) and every code sample's '# -> VALUE' comments",
+    )
+    lint.add_argument(
+        "--cache",
+        default=".cache/coursebot/proofs",
+        metavar="DIR",
+        help="where --run keeps results by content hash (default: .cache/coursebot/proofs)",
+    )
+    lint.add_argument("--no-cache", action="store_true", help="run every --run job again, and keep no results")
     lint.set_defaults(func=_lint)
     preview = commands.add_parser("preview", help="print a lesson as the learner reads it, without Telegram")
     preview.add_argument("lesson", help="lesson id or number, e.g. 1 or requires-grad")

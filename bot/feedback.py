@@ -27,8 +27,8 @@ def fenced_code(text: str) -> str | None:
     return match.group(1).strip("\n") if match and match.group(1).strip() else None
 
 
-def _shown(value: str) -> str:
-    # The runner renders values as JSON; learners read Python.
+def shown_value(value: str) -> str:
+    """Return a value the runner rendered (as JSON) as learners and authors read it: Python."""
     return {"null": "None", "true": "True", "false": "False"}.get(value, value)
 
 
@@ -83,7 +83,7 @@ def check_feedback(exercise: Exercise, result: RunResult) -> list[str]:
                 ).format(expr=outcome.params.get("expr", ""), error=outcome.params.get("error", ""))
             )
         elif check is not None:
-            got = _shown(str(outcome.params.get("got", "?")))
+            got = shown_value(str(outcome.params.get("got", "?")))
             lines.append(check.fail.replace("{got}", f"`{got}`" if "`" not in got else got))
     return lines
 

@@ -27,6 +27,8 @@ class Slide:
     title: str
     text: str
     code: str | None = None
+    # Never shown: run before ``code`` when the lesson's code samples are proven (imports, mostly).
+    setup: str | None = None
     # True when the learner's language lacks this slide and it is shown in English.
     fallback: bool = False
     source: Source = field(default=_NOWHERE, compare=False)

@@ -180,6 +180,7 @@ def _read_slide(file: ContentFile, line: int, item: LinedMap, slide_id: str) -> 
         title=values["title"],
         text=values["text"],
         code=_code(item.get("code")),
+        setup=_code(item.get("setup")),
         source=file.source(line),
     )
 

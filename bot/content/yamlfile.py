@@ -220,3 +220,33 @@ def plain(value: object) -> object:
     if isinstance(value, dict):
         return {str(k): plain(v) for k, v in value.items()}
     return value
+
+
+
+def key_line(path: str, steps: tuple[str, ...], key: str) -> int | None:
+    """Return the line of ``key`` in the mapping at ``steps`` of a YAML file, or None if it is not there.
+
+    A step is a mapping key, or '#<id>' for the list item with that id: ('slides', '#grad-fn') then 'code'.
+    """
+    node: object = ContentFile(Path(path), []).data
+    for step in steps:
+        if step.startswith("#") and isinstance(node, LinedList):
+            node = next((item for item in node if isinstance(item, LinedMap) and str(item.get("id")) == step[1:]), None)
+        elif isinstance(node, LinedMap):
+            node = node.get(step)
+        else:
+            return None
+    return node.key_lines[key] if isinstance(node, LinedMap) and key in node else None
+
+
+def code_line(path: str, steps: tuple[str, ...], key: str) -> int | None:
+    """Return the file line where the code under ``key`` starts (see key_line), or None if it is not there.
+
+    A block scalar (``code: |``) starts on the line after its key; a one-line value on the key's own line.
+    """
+    line = key_line(path, steps, key)
+    if line is None:
+        return None
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    header = lines[line - 1].split(" #")[0].rstrip() if line <= len(lines) else ""
+    return line + 1 if header.endswith(("|", "|-", "|+", ">", ">-", ">+")) else line

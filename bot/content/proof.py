@@ -1,0 +1,488 @@
+"""Prove the course in the real runner (`coursebot lint --run`): every exercise solvable, every sample as it says.
+
+What is proven, each failure as ``file:line: message``:
+
+- each exercise's solution passes all of its checks, under every seed in SEEDS;
+- its starter runs to its end and fails at least one check;
+- each translated starter behaves exactly as the English one (same status, output and verdicts), run on the same seed;
+- a check compared with the reference solution (no ``expect``) gives a different value under different seeds,
+  or a learner could hard-code it;
+- each code sample runs (after its hidden ``setup``) and each ``# -> VALUE`` comment holds.
+
+Runs are cached by content hash (ResultCache): a job's key covers its code, checks and seed and the runner's own
+code and torch version, so a second proof of unchanged lessons starts no runner at all. Only results the code
+decides are kept: a run that hit a limit (a timeout on a busy machine) is tried again and never cached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Protocol
+
+import runner.client
+from bot.content.model import Content, Exercise, Lesson, Slide
+from bot.content.yamlfile import code_line, key_line
+from bot.errors import CoursebotError, Problem
+from bot.feedback import runner_checks, shown_value
+from runner.client import Check, ExerciseChecks, RunResult
+
+# Two seeds at least: a check whose value is the same under both does not depend on the randomised inputs.
+SEEDS = (1, 2)
+# Jobs sent to the runner at once, at most (it may allow fewer: its pool plus its queue).
+MAX_IN_FLIGHT = 16
+# Results the code alone decides, kept in the cache. A limit hit (timeout, killed, ...) can come from a busy
+# machine: such a job is tried ATTEMPTS times, and its result is never cached.
+SETTLED = ("ok", "error")
+ATTEMPTS = 2
+
+
+class ProofError(CoursebotError):
+    """The proof could not be carried out (the runner is off, or the cache folder unusable)."""
+
+
+class Runner(Protocol):
+    """What a proof needs of the runner: run code on a seed, graded or not, and say its size (in ``info``)."""
+
+    info: dict[str, Any]
+
+    async def run(self, code: str, *, checks: ExerciseChecks | None = None, seed: int | None = None) -> RunResult: ...
+
+
+OpenRunner = Callable[[], AbstractAsyncContextManager[Runner]]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run in the runner: code, the checks that grade it (None: ungraded), and the seed."""
+
+    code: str
+    checks: ExerciseChecks | None
+    seed: int
+
+    def key(self, fingerprint: str) -> str:
+        """Return the job's content hash: what it runs, on what, with which runner."""
+        what = [self.code, self.checks.to_dict() if self.checks else None, self.seed, fingerprint]
+        return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def runner_fingerprint() -> str:
+    """Return a hash of what decides a job's result besides the job: the runner's code and the torch it runs."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(runner.client.__file__).parent.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    try:
+        digest.update(metadata.version("torch").encode())
+    except metadata.PackageNotFoundError:
+        digest.update(b"no torch here")
+    return digest.hexdigest()[:16]
+
+
+class ResultCache:
+    """Run results by job key, one JSON file each in ``folder``; an unreadable or corrupt entry is a miss.
+
+    Nothing is ever invalidated by hand: a changed lesson, check, seed, runner or torch makes a new key.
+    Delete the folder to reclaim its space.
+    """
+
+    def __init__(self, folder: Path | None):
+        self.folder = folder
+        if folder is not None:
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ProofError(f"cannot use {folder} as the proof cache: {exc.strerror}") from None
+
+    def get(self, key: str) -> RunResult | None:
+        """Return the cached result of the job with ``key``, or None."""
+        if self.folder is None:
+            return None
+        try:
+            return RunResult.from_dict(json.loads((self.folder / f"{key}.json").read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def put(self, key: str, result: RunResult) -> None:
+        """Store a result; written to a temporary file and renamed, so a reader never sees half of it."""
+        if self.folder is None:
+            return
+        fd, temporary = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(result.to_dict(), f)
+            os.replace(temporary, self.folder / f"{key}.json")
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+
+
+# --- code samples and their '# -> VALUE' comments -----------------------------------------------------------------
+
+# '# -> VALUE' after a one-line print(...), or alone on the line right below one (for a value too wide for a phone).
+_ARROW = re.compile(r"#\s*->")
+_TRAILING = re.compile(r"^\s*print\(.*\)\s+# -> (?P<value>.*?)\s*$")
+_BELOW = re.compile(r"^\s*# -> (?P<value>.*?)\s*$")
+_PRINT = re.compile(r"^\s*print\(.*\)\s*$")
+
+
+def expectations(code: str) -> tuple[dict[int, str], list[tuple[int, str]]]:
+    """Return what each line of ``code`` must print (line -> value) and the misplaced arrow comments (line, why)."""
+    expected: dict[int, str] = {}
+    misplaced: list[tuple[int, str]] = []
+    lines = code.splitlines()
+    for number, line in enumerate(lines, start=1):
+        if not _ARROW.search(line):
+            continue
+        if trailing := _TRAILING.match(line):
+            expected[number] = trailing.group("value")
+        elif (below := _BELOW.match(line)) and number > 1 and _PRINT.match(lines[number - 2]):
+            expected[number - 1] = below.group("value")
+        else:
+            misplaced.append(
+                (number, "a '# -> VALUE' comment must trail a one-line print(...), or stand alone right below one")
+            )
+    return expected, misplaced
+
+
+_SAMPLE_MARK = "@@coursebot-sample-result@@ "
+# Runs one sample in the sandbox: its prints tagged with the line that made them, then one line of JSON.
+_SAMPLE_HARNESS = """\
+import builtins, io, json, sys, traceback
+
+def _prove(source, mark):
+    real_print, prints, error = builtins.print, [], None
+
+    def tagged_print(*args, **kwargs):
+        target = kwargs.pop("file", None)
+        if target is not None and target is not sys.stdout:
+            return real_print(*args, file=target, **kwargs)
+        frame = sys._getframe(1)
+        line = frame.f_lineno if frame.f_code.co_filename == "<sample>" else None
+        buffer = io.StringIO()
+        real_print(*args, file=buffer, **kwargs)
+        prints.append([line, buffer.getvalue()])
+
+    builtins.print = tagged_print
+    try:
+        exec(compile(source, "<sample>", "exec"), {"__name__": "__main__"})
+    except BaseException as exc:
+        line = exc.lineno if isinstance(exc, SyntaxError) and exc.filename == "<sample>" else None
+        for frame, lineno in traceback.walk_tb(exc.__traceback__):
+            if frame.f_code.co_filename == "<sample>":
+                line = lineno
+        error = {"type": type(exc).__name__, "message": str(exc)[:300], "line": line}
+    finally:
+        builtins.print = real_print
+    real_print(mark + json.dumps({"prints": prints, "error": error}))
+
+_prove(%r, %r)
+"""
+
+
+def sample_program(setup: str | None, code: str) -> tuple[str, int]:
+    """Return the program that runs a sample in the sandbox, and how many setup lines precede its code."""
+    prelude = (setup or "").rstrip("\n")
+    source = f"{prelude}\n{code}" if prelude else code
+    offset = prelude.count("\n") + 1 if prelude else 0
+    return _SAMPLE_HARNESS % (source, _SAMPLE_MARK), offset
+
+
+def _sample_outcome(result: RunResult) -> dict[str, Any] | None:
+    """Return the harness's report from a sample's run ({prints, error}), or None if there is none to trust."""
+    lines = [line for line in result.stdout.splitlines() if line.startswith(_SAMPLE_MARK)]
+    try:
+        report = json.loads(lines[-1][len(_SAMPLE_MARK) :]) if lines else None
+    except ValueError:
+        return None
+    if not isinstance(report, dict) or not isinstance(report.get("prints"), list):
+        return None
+    prints = report["prints"]
+    if not all(isinstance(p, list) and len(p) == 2 and isinstance(p[1], str) for p in prints):
+        return None
+    error = report.get("error")
+    return {"prints": prints, "error": error if isinstance(error, dict) else None}
+
+
+def sample_problems(where: str, code: str, offset: int, result: RunResult) -> list[tuple[int, str]]:
+    """Return (code line, message) for every claim of a sample that its run does not bear out."""
+    expected, misplaced = expectations(code)
+    found = [(line, f"{where}: {why}") for line, why in misplaced]
+    outcome = _sample_outcome(result)
+    if outcome is None:
+        return [*found, (1, f"{where}: the sample gave no result ({result.status}): {_last_line(result.stderr)}")]
+    error = outcome["error"]
+    if error is not None:
+        line = error.get("line")
+        at = line - offset if isinstance(line, int) and line > offset else None
+        found.append(
+            (
+                at or 1,
+                f"{where}: {'the setup' if at is None else 'it'} raised {error.get('type')}: {error.get('message')}",
+            )
+        )
+        return found
+    printed: dict[int, list[str]] = {}
+    order: list[int] = []
+    for line, text in outcome["prints"]:
+        if isinstance(line, int) and line - offset in expected:
+            printed.setdefault(line - offset, []).append(text[:-1] if text.endswith("\n") else text)
+            order.append(line - offset)
+    for line, value in sorted(expected.items()):
+        outputs = printed.get(line, [])
+        if len(outputs) != 1:
+            found.append((line, f"{where}: the line should print {value!r} once; it printed {len(outputs)} times"))
+        elif outputs[0] != value:
+            found.append((line, f"{where}: the line prints {outputs[0]!r}, its comment says {value!r}"))
+    if order != sorted(order):
+        found.append((min(order), f"{where}: the commented lines print out of their order in the code"))
+    return found
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "no message"
+
+
+# --- the plan: every job a proof needs, and what to conclude from their results ------------------------------------
+
+Results = Mapping[str, RunResult]  # by job key
+Conclusion = Callable[[Results], list[Problem]]
+
+
+@dataclass
+class Plan:
+    """The jobs a proof runs and the conclusions it draws from them."""
+
+    fingerprint: str
+    jobs: dict[str, Job] = field(default_factory=dict)  # by key
+    conclusions: list[Conclusion] = field(default_factory=list)
+    exercises: int = 0
+    translated_starters: int = 0
+    samples: int = 0
+
+    def job(self, code: str, checks: ExerciseChecks | None, seed: int) -> str:
+        """Add a job (once, however often it is asked for); return its key."""
+        job = Job(code, checks, seed)
+        key = job.key(self.fingerprint)
+        self.jobs.setdefault(key, job)
+        return key
+
+
+def plan(content: Content, fingerprint: str) -> Plan:
+    """Return every job that proves ``content``, and how to read their results."""
+    proof = Plan(fingerprint)
+    for lesson in content.english.lessons:
+        for slide in lesson.slides:
+            if slide.code:
+                _plan_sample(proof, lesson, slide)
+        if lesson.exercise is not None:
+            translated = [course.lessons[lesson.number - 1].exercise for course in content.translations.values()]
+            _plan_exercise(proof, lesson.exercise, [e for e in translated if e is not None])
+    return proof
+
+
+def _plan_sample(proof: Plan, lesson: Lesson, slide: Slide) -> None:
+    assert slide.code is not None
+    code = slide.code
+    program, offset = sample_program(slide.setup, code)
+    job = proof.job(program, None, SEEDS[0])
+    proof.samples += 1
+    path = slide.source.path
+    where = f"slide '{slide.id}'"
+
+    def conclude(results: Results) -> list[Problem]:
+        first = code_line(path, ("slides", f"#{slide.id}"), "code") or slide.source.line
+        return [
+            Problem(path, first + line - 1, message)
+            for line, message in sample_problems(where, code, offset, results[job])
+        ]
+
+    proof.conclusions.append(conclude)
+
+
+def _reference_compared(checks: ExerciseChecks) -> list[Check]:
+    """Return the checks whose expected value comes from the reference solution run on the same seed."""
+    return [check for check in checks.checks if check.expect is None and check.kind != "true"]
+
+
+def _plan_exercise(proof: Plan, exercise: Exercise, translations: list[Exercise]) -> None:
+    checks = runner_checks(exercise)
+    compared = _reference_compared(checks)
+    probes = ExerciseChecks(tuple(Check(id=c.id, expr=c.expr, kind="true") for c in compared)) if compared else None
+    own = [t for t in translations if not t.fallback and t.starter != exercise.starter]
+    proof.exercises += 1
+    proof.translated_starters += len(own)
+    proof.conclusions.append(
+        _ExerciseProof(
+            exercise,
+            solutions={seed: proof.job(exercise.solution, checks, seed) for seed in SEEDS},
+            starter=proof.job(exercise.starter, checks, SEEDS[0]),
+            compared=compared,
+            probes={seed: proof.job(exercise.solution, probes, seed) for seed in SEEDS} if probes else {},
+            translated=[(t, proof.job(t.starter, checks, SEEDS[0])) for t in own],
+        ).conclude
+    )
+
+
+@dataclass(frozen=True)
+class _ExerciseProof:
+    """The jobs that prove one exercise (by key), and what their results mean."""
+
+    exercise: Exercise
+    solutions: dict[int, str]  # seed -> the solution graded
+    starter: str  # the starter graded, on the first seed
+    compared: list[Check]  # checks compared with the reference solution
+    probes: dict[int, str]  # seed -> the solution with the compared checks' values probed
+    translated: list[tuple[Exercise, str]]  # each translation with a starter of its own, graded on the first seed
+
+    def conclude(self, results: Results) -> list[Problem]:
+        return [
+            *self._solution(results),
+            *self._starter(results),
+            *self._seed_dependence(results),
+            *self._translations(results),
+        ]
+
+    def _at(self, key: str) -> tuple[str, int]:
+        path = self.exercise.source.path
+        return path, code_line(path, ("exercise",), key) or self.exercise.source.line
+
+    def _solution(self, results: Results) -> list[Problem]:
+        found = []
+        for seed, job in self.solutions.items():
+            result = results[job]
+            if result.status != "ok":
+                why = f"{result.status}: {_last_line(result.stderr)}"
+                found.append(Problem(*self._at("solution"), f"exercise: the solution stops with seed {seed} ({why})"))
+                continue
+            for outcome in result.checks:
+                if not outcome.passed:
+                    got = shown_value(str(outcome.params.get("got", outcome.params.get("error", outcome.message_key))))
+                    message = f"exercise: the solution fails check '{outcome.id}' with seed {seed}: got {got}"
+                    found.append(Problem(*self._at("solution"), message))
+        return found
+
+    def _starter(self, results: Results) -> list[Problem]:
+        result = results[self.starter]
+        if result.status != "ok":
+            why = f"{result.status}: {_last_line(result.stderr)}"
+            return [
+                Problem(
+                    *self._at("starter"), f"exercise: the starter must run to its end, learners start from it ({why})"
+                )
+            ]
+        if result.passed:
+            return [Problem(*self._at("starter"), "exercise: the starter passes every check; it must fail one")]
+        return []
+
+    def _seed_dependence(self, results: Results) -> list[Problem]:
+        if not self.probes:
+            return []
+        path = self.exercise.source.path
+        values = {seed: _probed(results[job]) for seed, job in self.probes.items()}
+        found = []
+        for check in self.compared:
+            seen = {values[seed].get(check.id) for seed in values}
+            if len(seen) == 1:
+                line = key_line(path, ("exercise", "checks", f"#{check.id}"), "id") or self.exercise.source.line
+                seeds = ", ".join(map(str, values))
+                message = (
+                    f"check '{check.id}': compared with the reference solution, yet its value is {seen.pop()} with "
+                    f"every seed ({seeds}): a learner can hard-code it; make the inputs random or give it an 'expect'"
+                )
+                found.append(Problem(path, line, message))
+        return found
+
+    def _translations(self, results: Results) -> list[Problem]:
+        found = []
+        for translation, job in self.translated:
+            difference = _behaves_differently(results[job], results[self.starter])
+            if difference is not None:
+                path = translation.source.path
+                line = code_line(path, ("exercise",), "starter") or translation.source.line
+                message = f"exercise: 'starter' behaves differently from the English one: {difference}"
+                found.append(Problem(path, line, message))
+        return found
+
+
+def _probed(result: RunResult) -> dict[str, str]:
+    """Return each probed expression's value as the runner renders it, from a run whose checks are all 'true'."""
+    return {o.id: "True" if o.passed else shown_value(str(o.params.get("got", o.message_key))) for o in result.checks}
+
+
+def _behaves_differently(mine: RunResult, english: RunResult) -> str | None:
+    """Say how a translated code's run differs from the English code's, or return None if it does not."""
+    if mine.status != english.status:
+        return f"it ends with {mine.status}, the English with {english.status}"
+    if mine.stdout != english.stdout:
+        return f"it prints {mine.stdout[:80]!r}, the English {english.stdout[:80]!r}"
+    if _last_line(mine.stderr) != _last_line(english.stderr):
+        return f"it stops with {_last_line(mine.stderr)!r}, the English with {_last_line(english.stderr)!r}"
+    verdicts = {o.id: (o.passed, o.message_key, dict(o.params)) for o in english.checks}
+    for outcome in mine.checks:
+        if verdicts.get(outcome.id) != (outcome.passed, outcome.message_key, dict(outcome.params)):
+            return f"check '{outcome.id}' {'passes' if outcome.passed else 'fails'} differently"
+    return None
+
+
+# --- running a plan ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a proof found, and what it took."""
+
+    problems: list[Problem]
+    plan: Plan
+    cached: int  # jobs whose result came from the cache
+
+    @property
+    def ran(self) -> int:
+        return len(self.plan.jobs) - self.cached
+
+
+async def prove(content: Content, open_runner: OpenRunner, cache: ResultCache) -> Report:
+    """Run every job of ``content``'s proof that the cache lacks (the runner is started only then); conclude."""
+    proof = plan(content, runner_fingerprint())
+    results: dict[str, RunResult] = {}
+    for key in proof.jobs:
+        if (cached := cache.get(key)) is not None:
+            results[key] = cached
+    cached_count = len(results)
+    missing = {key: job for key, job in proof.jobs.items() if key not in results}
+    if missing:
+        async with open_runner() as runner:
+            await run_jobs(runner, missing, cache, results)
+    problems = [problem for conclude in proof.conclusions for problem in conclude(results)]
+    return Report(problems, proof, cached=cached_count)
+
+
+async def run_jobs(runner: Runner, jobs: dict[str, Job], cache: ResultCache, results: dict[str, RunResult]) -> None:
+    """Run ``jobs`` as many at once as the runner takes without refusing; cache each result as it comes."""
+    room = int(runner.info.get("size", 1)) + int(runner.info.get("queue", 0))
+    gate = asyncio.Semaphore(max(1, min(MAX_IN_FLIGHT, room)))
+
+    async def one(key: str, job: Job) -> None:
+        for _attempt in range(ATTEMPTS):
+            async with gate:
+                result = await runner.run(job.code, checks=job.checks, seed=job.seed)
+            if result.status in SETTLED:
+                cache.put(key, result)  # kept even if a later job fails: the next proof resumes here
+                break
+        results[key] = result
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for key, job in jobs.items():
+                group.create_task(one(key, job))
+    except BaseExceptionGroup as failed:
+        raise failed.exceptions[0] from None

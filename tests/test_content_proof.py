@@ -1,0 +1,320 @@
+"""bot.content.proof (`coursebot lint --run`): exercises and code samples proven in the real runner, cached by hash.
+
+One embedded runner (the real sandbox) serves the module; each test proves a copy of the lessons with one fault
+put in, and checks that exactly that fault is reported at its file and line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from bot.content import proof
+from bot.content.load import lint
+from bot.content.model import Content, Exercise
+from runner.client import Check, ExerciseChecks, RunnerClient, RunnerConfig, RunResult
+from tests.test_cli import line_of
+
+ROOT = Path(__file__).resolve().parent.parent
+LESSONS = ROOT / "lessons"
+LOCALES = ROOT / "locales"
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="the runner's sandbox needs bubblewrap (apt-get install -y bubblewrap)"
+)
+module_loop = pytest.mark.asyncio(loop_scope="module")  # the tests share one embedded runner
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def runner() -> AsyncIterator[RunnerClient]:
+    async with RunnerClient.embedded(RunnerConfig()) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory) -> Path:
+    """One cache for the module: a copy with one fault in it reruns only the jobs the fault touches."""
+    return tmp_path_factory.mktemp("proofs")
+
+
+class Opener:
+    """Opens the module's runner for a proof, and counts how often a proof needed it."""
+
+    def __init__(self, client: RunnerClient | None):
+        self.client = client
+        self.opened = 0
+
+    @contextlib.asynccontextmanager
+    async def __call__(self) -> AsyncIterator[proof.Runner]:
+        self.opened += 1
+        if self.client is None:
+            raise AssertionError("the proof started a runner although every result was cached")
+        yield self.client
+
+
+@pytest.fixture
+def lessons(tmp_path: Path) -> Path:
+    target = tmp_path / "lessons"
+    shutil.copytree(LESSONS / "en", target / "en")
+    return target
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert old in text, f"{old!r} is not in {path}"
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+def load(lessons: Path) -> Content:
+    content, problems = lint(lessons, LOCALES)
+    assert content is not None and not problems, problems
+    return content
+
+
+async def prove(lessons: Path, client: RunnerClient | None, cache: Path) -> proof.Report:
+    return await proof.prove(load(lessons), Opener(client), proof.ResultCache(cache))
+
+
+@module_loop
+async def test_the_shipped_lessons_prove_clean(runner):
+    # The cache `coursebot lint --run` keeps in the project: cheap after make test's own proof.
+    report = await proof.prove(
+        load(LESSONS), Opener(runner), proof.ResultCache(ROOT / ".cache" / "coursebot" / "proofs")
+    )
+    assert [str(p) for p in report.problems] == []
+    assert report.plan.exercises == 4 and report.plan.samples >= 40
+    assert report.plan.translated_starters == sum(
+        not lesson.exercise.fallback
+        for course in load(LESSONS).translations.values()
+        for lesson in course.lessons
+        if lesson.exercise is not None
+    )
+
+
+@module_loop
+async def test_a_solution_that_fails_a_check_is_reported_at_the_solution_with_the_check_and_seed(
+    lessons, runner, shared_cache
+):
+    path = lessons / "en" / "01-requires-grad.yaml"
+    edit(path, "\n    d = y.detach()\n", "\n    d = y\n")  # the solution's last line (a slide indents it more)
+    report = await prove(lessons, runner, shared_cache)
+    solution = line_of(path, "solution: |") + 1
+    assert [str(p) for p in report.problems] == [
+        f"{path}:{solution}: exercise: the solution fails check 'd-detached' with seed {seed}: got False"
+        for seed in proof.SEEDS
+    ]
+
+
+@module_loop
+async def test_a_starter_that_passes_or_crashes_is_reported_at_the_starter(lessons, runner, shared_cache):
+    passing = lessons / "en" / "03-grad.yaml"
+    edit(
+        passing,
+        "    for step in range(2):\n        loss",
+        "    for step in range(2):\n        x.grad = None\n        loss",
+    )
+    crashing = lessons / "en" / "04-no-grad.yaml"
+    edit(
+        crashing,
+        "    pred = w * 2          # the prediction\n",
+        "    pred = w * 2          # the prediction\n    1 / 0\n",
+    )
+    report = await prove(lessons, runner, shared_cache)
+    assert [str(p) for p in report.problems] == [
+        f"{passing}:{line_of(passing, 'starter: |') + 1}: exercise: the starter passes every check; it must fail one",
+        f"{crashing}:{line_of(crashing, 'starter: |') + 1}: exercise: the starter must run to its end, learners "
+        "start from it (error: ZeroDivisionError: division by zero)",
+    ]
+
+
+@module_loop
+async def test_a_translated_starter_that_behaves_unlike_the_english_is_reported(lessons, runner, shared_cache):
+    english = lessons / "en" / "01-requires-grad.yaml"
+    edit(
+        english,
+        "    d = y  # should be y, cut off from the graph\n",
+        "    d = y\n    print(__import__('sys')._getframe().f_lineno)\n",
+    )
+    translation = lessons / "ru" / "01-requires-grad.yaml"
+    translation.parent.mkdir()
+    # The same tokens (static lint accepts it), but a comment line more: the line number printed changes.
+    translation.write_text(
+        "lesson: requires-grad\n"
+        "exercise:\n"
+        "  title: Отследи и отцепи\n"
+        "  instructions: Сделай `w` листом.\n"
+        "  starter: |\n"
+        "    import torch\n"
+        "    w = torch.tensor(2.0)\n"
+        "    y = w * 3\n"
+        "    # лишняя строка комментария\n"
+        "    d = y\n"
+        "    print(__import__('sys')._getframe().f_lineno)\n"
+        "  hints: [Подсказка один., Подсказка два., Подсказка три.]\n"
+        "  checks:\n"
+        "    - {id: w-tracked, fail: нет}\n"
+        "    - {id: y-recorded, fail: нет}\n"
+        "    - {id: d-detached, fail: нет}\n"
+        '    - {id: d-value, fail: "{got}"}\n',
+        encoding="utf-8",
+    )
+    report = await prove(lessons, runner, shared_cache)
+    assert [str(p) for p in report.problems] == [
+        f"{translation}:6: exercise: 'starter' behaves differently from the English one: "
+        "it prints '6\\n', the English '5\\n'"
+    ]
+    assert report.plan.translated_starters == 1
+
+
+@module_loop
+async def test_a_wrong_arrow_comment_is_reported_at_its_own_line(lessons, runner, shared_cache):
+    path = lessons / "en" / "02-backward.yaml"
+    edit(path, "      print(b.grad)  # -> tensor(3.)\n", "      print(b.grad)  # -> tensor(4.)\n")
+    report = await prove(lessons, runner, shared_cache)
+    assert [str(p) for p in report.problems] == [
+        f"{path}:{line_of(path, 'print(b.grad)  # -> tensor(4.)')}: slide 'check-by-hand': the line prints "
+        "'tensor(3.)', its comment says 'tensor(4.)'"
+    ]
+
+
+# Each sample against what the checker must say of it: (setup, code, the problems as (code line, message end)).
+SAMPLES = {
+    "right": ("x = 2", "print(x + 1)  # -> 3", []),
+    "right below": (None, "print(3)\n# -> 3", []),
+    "wrong value": (None, "print(1 + 1)  # -> 3", [(1, "the line prints '2', its comment says '3'")]),
+    "wrong value below": (None, "x = 1\nprint(x)\n# -> 3", [(2, "the line prints '1', its comment says '3'")]),
+    "never printed": (None, "if False:\n    print(1)  # -> 1", [(2, "should print '1' once; it printed 0 times")]),
+    "printed twice": (
+        None,
+        "for i in range(2):\n    print(7)  # -> 7",
+        [(2, "should print '7' once; it printed 2 times")],
+    ),
+    "raises": (None, "x = 1\nprint(x / 0)  # -> 0", [(2, "it raised ZeroDivisionError: division by zero")]),
+    "setup raises": ("import nothing_here", "print(1)  # -> 1", [(1, "the setup raised ModuleNotFoundError")]),
+    "out of order": (
+        None,
+        "def f():\n    print('a')  # -> a\nprint('b')  # -> b\nf()",
+        [(2, "the commented lines print out of their order in the code")],
+    ),
+    "misplaced": (None, "x = 3  # -> 3", [(1, "a '# -> VALUE' comment must trail a one-line print(...)")]),
+    "extra line": (None, "print('a\\nb')  # -> a", [(1, "the line prints 'a\\nb', its comment says 'a'")]),
+    "setup lines": (
+        "y = 5\nz = 0",
+        "print(y)  # -> 5\nprint(y + 1)  # -> 7",
+        [(2, "prints '6', its comment says '7'")],
+    ),
+    "exits": (None, "raise SystemExit(3)\nprint(1)  # -> 1", [(1, "it raised SystemExit: 3")]),
+}
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+@module_loop
+async def test_the_sample_checker_says_what_is_wrong_at_the_line(name, runner):
+    setup, code, wanted = SAMPLES[name]
+    program, offset = proof.sample_program(setup, code)
+    result = await runner.run(program, seed=1)
+    found = proof.sample_problems("slide 's'", code, offset, result)
+    assert len(found) == len(wanted), found
+    for (line, message), (wanted_line, ending) in zip(found, wanted, strict=True):
+        assert line == wanted_line and message.startswith("slide 's': ") and ending in message, (line, message)
+
+
+@module_loop
+async def test_a_second_proof_of_unchanged_lessons_starts_no_runner_and_a_change_reruns_only_its_job(
+    lessons, runner, shared_cache, tmp_path
+):
+    cache = tmp_path / "cache"
+    shutil.copytree(shared_cache, cache)  # whatever earlier tests proved: this test needs no runs of its own
+    first = await prove(lessons, runner, cache)
+    assert first.problems == [] and first.cached + first.ran == len(first.plan.jobs)
+    second = await prove(lessons, None, cache)  # the opener fails the test if it is used
+    assert second.cached == len(second.plan.jobs) and second.ran == 0 and second.problems == []
+    edit(
+        lessons / "en" / "02-backward.yaml",
+        "      print(a.grad)  # -> tensor(5.)\n",
+        "      print(a.grad)  # -> tensor(5.)\n\n",
+    )
+    third = await prove(lessons, runner, cache)
+    assert third.ran == 1 and third.problems == []
+
+
+@module_loop
+async def test_a_corrupt_cache_entry_is_run_again(lessons, runner, shared_cache, tmp_path):
+    cache = tmp_path / "cache"
+    shutil.copytree(shared_cache, cache)
+    report = await prove(lessons, runner, cache)
+    entry = cache / f"{next(iter(report.plan.jobs))}.json"
+    entry.write_text('{"status": "ok", "stdout"', encoding="utf-8")
+    again = await prove(lessons, runner, cache)
+    assert again.ran == 1 and again.problems == []
+
+
+def test_a_job_key_changes_with_its_code_checks_seed_and_runner():
+    base = proof.Job("print(1)", None, 1)
+    keys = {
+        base.key("runner-a"),
+        proof.Job("print(2)", None, 1).key("runner-a"),
+        proof.Job("print(1)", None, 2).key("runner-a"),
+        base.key("runner-b"),
+    }
+    assert len(keys) == 4
+    assert base.key("runner-a") == proof.Job("print(1)", None, 1).key("runner-a")
+
+
+def with_reference(exercise: Exercise) -> ExerciseChecks:
+    """The checks as the runner takes them once exercises are randomised (contract 2): the solution is the reference."""
+    checks = tuple(Check(id=c.id, expr=c.expr, kind=c.kind, expect=c.expect) for c in exercise.checks)
+    return ExerciseChecks(checks, reference=exercise.solution)
+
+
+@pytest.mark.parametrize(
+    ("value", "flagged"),
+    [("torch.tensor(6.0)", True), ("torch.rand(()) + 5.5", False)],
+)
+@module_loop
+async def test_a_reference_compared_check_whose_value_ignores_the_seed_is_flagged(
+    lessons, runner, shared_cache, monkeypatch, value, flagged
+):
+    monkeypatch.setattr(proof, "runner_checks", with_reference)
+    path = lessons / "en" / "01-requires-grad.yaml"
+    edit(path, "\n    d = y.detach()\n", f"\n    d = {value}\n")
+    content = without_expect(load(lessons), "d-value")
+    report = await proof.prove(content, Opener(runner), proof.ResultCache(shared_cache))
+    messages = [str(p) for p in report.problems]
+    if flagged:
+        assert messages == [
+            f"{path}:{line_of(path, '- id: d-value')}: check 'd-value': compared with the reference solution, yet its "
+            "value is tensor(6.) with every seed (1, 2): a learner can hard-code it; make the inputs random or give "
+            "it an 'expect'"
+        ]
+    else:
+        assert messages == []
+
+
+def without_expect(content: Content, check_id: str) -> Content:
+    """Return ``content`` with lesson 1's check ``check_id`` compared with the reference (YAML cannot say so yet)."""
+    lesson = content.english.lessons[0]
+    assert lesson.exercise is not None
+    checks = tuple(dataclasses.replace(c, expect=None) if c.id == check_id else c for c in lesson.exercise.checks)
+    exercise = dataclasses.replace(lesson.exercise, checks=checks)
+    lessons = (dataclasses.replace(lesson, exercise=exercise), *content.english.lessons[1:])
+    return dataclasses.replace(content, english=dataclasses.replace(content.english, lessons=lessons))
+
+
+@module_loop
+async def test_a_run_that_hits_a_limit_is_tried_again_and_never_cached(runner, tmp_path):
+    cache = proof.ResultCache(tmp_path / "cache")
+    settled, looping = proof.Job("print(1)", None, 1), proof.Job("while True:\n    pass", None, 1)
+    jobs = {job.key("f"): job for job in (settled, looping)}
+    results: dict[str, RunResult] = {}
+    before = (await runner.request({"op": "info"}))["jobs_done"]
+    await proof.run_jobs(runner, jobs, cache, results)
+    assert [results[key].status for key in jobs] == ["ok", "timeout"]
+    assert cache.get(settled.key("f")) is not None and cache.get(looping.key("f")) is None
+    assert (await runner.request({"op": "info"}))["jobs_done"] - before == 1 + proof.ATTEMPTS
