@@ -55,7 +55,12 @@ def _lint(args: argparse.Namespace) -> int:
         print(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} found", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.stamp:
-        return _stamp(content, [Path(p) for p in args.stamp])
+        return _stamp(content, [Path(p) for p in args.stamp], args.part)
+    if args.part:
+        print("coursebot: --part names the parts to --stamp; give the file with --stamp FILE", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.upgrade_stamps:
+        return _upgrade_stamps(Path(args.dir), content)
     lessons = content.english.lessons
     slides = sum(len(lesson.slides) for lesson in lessons)
     questions = sum(len(lesson.quiz) for lesson in lessons)
@@ -106,11 +111,11 @@ def _prove(config: Config, content: Content, cache_dir: Path | None) -> list[Pro
     return report.problems
 
 
-def _stamp(content: Content, paths: list[Path]) -> int:
-    """Stamp each translation file named (or every one in a folder named) with the current English hashes."""
+def _stamp(content: Content, paths: list[Path], parts: list[str] | None) -> int:
+    """Stamp each translation file named (or every one in a folder named) with the English as it is now."""
     from bot.content import stamps
 
-    files: dict[Path, tuple[Translation, dict[str, str]]] = {}
+    files: dict[Path, tuple[Translation, dict[str, stamps.Snapshot]]] = {}
     for course in content.translations.values():
         if course.translation is not None:
             files[Path(course.translation.path).resolve()] = (course.translation, stamps.course_parts(content.english))
@@ -128,10 +133,38 @@ def _stamp(content: Content, paths: list[Path]) -> int:
             )
             return EXIT_BAD_INPUT
         wanted += sorted(matches)
-    for file in dict.fromkeys(wanted):
+    wanted = list(dict.fromkeys(wanted))
+    if parts and len(wanted) != 1:
+        print("coursebot: --part stamps parts of one file: give one translation file to --stamp", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for file in wanted:
         translation, current = files[file]
-        count = stamps.stamp(file, translation, current)
+        try:
+            accepted = stamps.stamp(file, translation, current, parts)
+        except ValueError as exc:
+            print(f"coursebot: {exc} (its parts: {', '.join(translation.parts)})", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        count = len(parts) if parts else len(translation.parts)
         print(f"stamped {translation.path}: {count} part{'s' if count != 1 else ''}")
+        for item in accepted:
+            # The last look at what the translator has just accepted: the English change, if it is known.
+            print(f"  now current: '{item.part}'" + ("" if item.stamped else " (never stamped before)"))
+            for line in item.changes():
+                print(f"    {line}")
+    return 0
+
+
+def _upgrade_stamps(lessons_dir: Path, content: Content) -> int:
+    """Give every legacy stamp (a hash) the English it names, found in the git history."""
+    from bot.content.stamp_history import upgrade
+
+    for done in upgrade(lessons_dir, content):
+        print(f"upgraded {done.path}: {done.upgraded} stamp{'s' if done.upgraded != 1 else ''}")
+        if done.unknown:
+            print(
+                f"  no English version has the hash of {', '.join(map(repr, done.unknown))}: left as hashes; "
+                "check those parts against the English and stamp them"
+            )
     return 0
 
 
@@ -166,6 +199,17 @@ def parser() -> argparse.ArgumentParser:
         nargs="+",
         metavar="FILE",
         help="record that these translation files (or folders) match the current English",
+    )
+    lint.add_argument(
+        "--part",
+        action="append",
+        metavar="PART",
+        help="with --stamp FILE: stamp only this part ('recap', 'slide/<id>', ...); repeat it for several",
+    )
+    lint.add_argument(
+        "--upgrade-stamps",
+        action="store_true",
+        help="give each legacy stamp (a hash) the English it was made from, found in the git history",
     )
     lint.add_argument(
         "--strict",

@@ -13,11 +13,14 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
+from bot.content import stamps
+from bot.content.load import load_valid
 from bot.storage.db import Database
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = ROOT / "lessons"
 PARTIAL_RU = ROOT / "tests" / "fixtures" / "partial" / "ru"
+LOCALES = ROOT / "locales"
 PROBLEM_LINE = re.compile(r"^.+:\d+: .+$")
 
 
@@ -103,9 +106,9 @@ def test_lint_reports_a_partial_translation_unstamped_then_current_then_stale(le
     translation = lessons / "ru" / "03-grad.yaml"
     code, out, _ = in_process("lint", str(lessons))
     assert code == 0
-    assert "slides 6/52 (11%), questions 1/12 (8%), exercises 0/4 (0%)" in _coverage_line(out, "ru")
+    assert "slides 6/53 (11%), questions 1/12 (8%), exercises 0/4 (0%)" in _coverage_line(out, "ru")
     assert (
-        f"warning: {translation}: 9 translated parts have no source hash; run `coursebot lint --stamp {translation}`"
+        f"warning: {translation}: 9 translated parts have no source stamp; run `coursebot lint --stamp {translation}`"
         in out
     )
 
@@ -115,8 +118,9 @@ def test_lint_reports_a_partial_translation_unstamped_then_current_then_stale(le
     assert f"stamped {translation}: 9 parts" in out
     after = translation.read_text(encoding="utf-8")
     assert after.startswith(before.rstrip("\n") + "\n\nsources:")  # the translator's text is untouched
+    assert "    text: '`backward()` **adds** into `.grad` instead of replacing it." in after  # the English kept
     code, out, _ = in_process("lint", str(lessons))
-    assert "out of date 0" in _coverage_line(out, "ru") and "warning" not in out
+    assert "out of date 0" in _coverage_line(out, "ru") and f"warning: {translation}" not in out
 
     english = lessons / "en" / "03-grad.yaml"
     english.write_text(
@@ -129,19 +133,46 @@ def test_lint_reports_a_partial_translation_unstamped_then_current_then_stale(le
     code, out, err = in_process("lint", str(lessons), "--strict")
     assert code == 2 and "incomplete or out of date" in err
     line = line_of(translation, "- id: gradients-add-up")
-    assert out.count("warning: ") == 1
-    assert (
+    lines = out.splitlines()
+    stale = [i for i, text in enumerate(lines) if text.startswith(f"warning: {translation}")]
+    assert len(stale) == 1
+    change = "    text: … it twice without clearing and [-you get double-] the [-gradient.-] {+gradient doubles.+}"
+    assert lines[stale[0] : stale[0] + 2] == [
         f"warning: {translation}:{line}: 'slide/gradients-add-up' is stale: its English changed since it was "
-        f"translated; update it, then run `coursebot lint --stamp {translation}`"
-    ) in out
+        f"translated; update it, then run `coursebot lint --stamp {translation} --part slide/gradients-add-up`",
+        change,
+    ]
 
-    in_process("lint", str(lessons), "--stamp", str(translation))
+    code, out, _ = in_process("lint", str(lessons), "--stamp", str(translation), "--part", "slide/gradients-add-up")
+    assert code == 0
+    assert out.splitlines() == [f"stamped {translation}: 1 part", "  now current: 'slide/gradients-add-up'", change]
     assert translation.read_text(encoding="utf-8").count("sources:") == 1  # the block is replaced, not repeated
     code, out, _ = in_process("lint", str(lessons), "--strict")
     assert "out of date 0" in _coverage_line(out, "ru")
 
 
-def test_a_forged_source_hash_is_a_problem_at_its_line(lessons, in_process):
+def test_a_legacy_hash_stamp_still_counts_and_when_stale_says_how_to_see_the_change(lessons, in_process):
+    shutil.copytree(PARTIAL_RU, lessons / "ru")
+    translation = lessons / "ru" / "03-grad.yaml"
+    in_process("lint", str(lessons), "--stamp", str(translation))
+    text = translation.read_text(encoding="utf-8")
+    # What an older coursebot wrote: one hash per part (of the current English title, and of an old summary).
+    current = stamps.legacy_digest({"title": load_valid(lessons, LOCALES).english.lessons[2].title})
+    translation.write_text(
+        text[: text.index("\nsources:")] + f'\nsources:\n  title: "{current}"\n  summary: "00000000"\n',
+        encoding="utf-8",
+    )
+    code, out, _ = in_process("lint", str(lessons))
+    assert code == 0
+    assert [line for line in out.splitlines() if line.startswith(f"warning: {translation}")] == [
+        f"warning: {translation}:{line_of(translation, 'summary:')}: 'summary' is stale: its English changed since "
+        "it was translated (the stamp is a hash, so what changed is unknown: run `coursebot lint --upgrade-stamps`); "
+        f"update it, then run `coursebot lint --stamp {translation} --part summary`",
+        f"warning: {translation}: 7 translated parts have no source stamp; run `coursebot lint --stamp {translation}`",
+    ]
+
+
+def test_a_malformed_source_stamp_is_a_problem_at_its_line(lessons, in_process):
     shutil.copytree(PARTIAL_RU, lessons / "ru")
     translation = lessons / "ru" / "03-grad.yaml"
     with translation.open("a", encoding="utf-8") as f:
@@ -151,9 +182,21 @@ def test_a_forged_source_hash_is_a_problem_at_its_line(lessons, in_process):
     assert out.splitlines() == [
         f"{translation}:{line_of(translation, '  recap: 1234abcd')}: sources: 'recap' is not translated in this file; "
         f"run `coursebot lint --stamp {translation}`",
-        f"{translation}:{line_of(translation, 'not-a-hash')}: sources: 'slide/grad-attribute' must be a hex hash of 8 "
-        f"digits; run `coursebot lint --stamp {translation}`",
+        f"{translation}:{line_of(translation, 'not-a-hash')}: sources: 'slide/grad-attribute' must hold the English "
+        f"it was translated from (or a legacy hash of 8 hex digits); run `coursebot lint --stamp {translation} "
+        "--part slide/grad-attribute`",
     ]
+
+
+def test_stamping_a_part_the_file_does_not_translate_is_refused_and_changes_nothing(lessons, in_process):
+    shutil.copytree(PARTIAL_RU, lessons / "ru")
+    translation = lessons / "ru" / "03-grad.yaml"
+    before = translation.read_text(encoding="utf-8")
+    code, _, err = in_process("lint", str(lessons), "--stamp", str(translation), "--part", "slide/loop-order")
+    assert code == 2 and "does not translate 'slide/loop-order'" in err
+    code, _, err = in_process("lint", str(lessons), "--stamp", str(lessons / "ru"), "--part", "recap")
+    assert code == 2 and "give one translation file to --stamp" in err
+    assert translation.read_text(encoding="utf-8") == before
 
 
 def test_stamping_a_file_that_is_not_a_translation_is_refused(lessons, in_process):

@@ -100,5 +100,5 @@ def warning_lines(reports: list[Coverage]) -> list[str]:
                 unstamped[item.path] = unstamped.get(item.path, 0) + 1
     for path, count in unstamped.items():
         noun = "part has" if count == 1 else "parts have"
-        lines.append(f"{path}: {count} translated {noun} no source hash; run `coursebot lint --stamp {path}`")
+        lines.append(f"{path}: {count} translated {noun} no source stamp; run `coursebot lint --stamp {path}`")
     return lines

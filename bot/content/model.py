@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from bot.i18n import DEFAULT_LANGUAGE
 from runner.client import CHECK_KINDS as CHECK_KINDS  # re-exported for the content side
@@ -73,15 +74,20 @@ class Exercise:
 
 
 @dataclass(frozen=True)
-class Translation:
-    """What one translation file holds: its parts ('title', 'slide/<id>', ...) and the hashes stamped in it.
+class Stamp:
+    """The English a translated part was last checked against (see bot.content.stamps)."""
 
-    A stamp is the hash of the English a part was translated from (see bot.content.stamps).
-    """
+    english: dict[str, Any] | None  # its fields as they were; None in a legacy stamp, which kept only a hash
+    digest: str  # the legacy hash of those fields
+
+
+@dataclass(frozen=True)
+class Translation:
+    """What one translation file holds: its parts ('title', 'slide/<id>', ...) and the stamps in its `sources:`."""
 
     path: str
     parts: dict[str, int]  # part -> the line it starts at
-    stamps: dict[str, str]
+    stamps: dict[str, Stamp]
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,12 @@ from bot.content.model import (
     Lesson,
     Question,
     Slide,
+    Stamp,
     Translation,
     untranslated,
 )
-from bot.content.stamps import STAMP, STAMP_LENGTH
+from bot.content.stamps import LEGACY, STAMP_LENGTH, legacy_digest
+from bot.content.stamps import plain as stamp_plain
 from bot.content.yamlfile import ID, ContentFile, LinedMap, plain
 from bot.errors import Problem
 from bot.i18n import DEFAULT_LANGUAGE
@@ -342,24 +344,30 @@ def _read_translation(file: ContentFile, data: LinedMap, english: Lesson) -> Les
 
 def _translation(file: ContentFile, data: LinedMap, top: dict[str, Any], parts: dict[str, int]) -> Translation:
     """Record a translation's parts and its 'sources:' stamps, reporting malformed ones."""
-    stamps: dict[str, str] = {}
+    stamps: dict[str, Stamp] = {}
     node = data.get("sources") if "sources" in top else None
     if not isinstance(node, LinedMap):
         node = LinedMap()
     for key, value in node.items():
         line = node.key_lines[key]
-        if not isinstance(value, str) or not STAMP.fullmatch(value):
+        if isinstance(value, LinedMap):
+            english = stamp_plain(value)
+            stamp = Stamp(english, legacy_digest(english))
+        elif isinstance(value, str) and LEGACY.fullmatch(value):
+            stamp = Stamp(None, value)
+        else:
             file.problem(
                 line,
-                f"sources: '{key}' must be a hex hash of {STAMP_LENGTH} digits; "
-                f"run `coursebot lint --stamp {file.name}`",
+                f"sources: '{key}' must hold the English it was translated from (or a legacy hash of "
+                f"{STAMP_LENGTH} hex digits); run `coursebot lint --stamp {file.name} --part {key}`",
             )
-        elif key not in parts:
+            continue
+        if key not in parts:
             file.problem(
                 line, f"sources: '{key}' is not translated in this file; run `coursebot lint --stamp {file.name}`"
             )
         else:
-            stamps[key] = value
+            stamps[key] = stamp
     return Translation(file.name, parts, stamps)
 
 

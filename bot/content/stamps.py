@@ -1,9 +1,12 @@
-"""Stamps: the hash of the English each translated part was made from, and rewriting a file's stamps.
+"""Stamps: the English each translated part was made from, kept in the translation, and how it changed since.
 
-Every translatable part of the English course has a short hash of its text. A translation
-records (in its `sources:` block) the hash of the English it was made from; when the English
-changes, the hashes differ and the translation is reported stale. `coursebot lint --stamp`
-writes the block once a translator has brought a file up to date.
+Every translatable part of the English course ('title', 'slide/<id>', 'question/<id>', 'recap', 'exercise', ...)
+has a snapshot: its English fields as plain data. A translation keeps, in its `sources:` block, the snapshot of the
+English each part was last checked against (`coursebot lint --stamp`). When the English changes, the snapshots
+differ: lint reports the part stale and shows the change as a word diff, so a translator sees what to carry over.
+
+Older files hold only an 8-digit hash of that English (a legacy stamp): still compared, but no diff can be shown;
+`coursebot lint --upgrade-stamps` recovers their English from the git history.
 """
 
 from __future__ import annotations
@@ -11,42 +14,97 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from bot.content.model import Course, Lesson, Translation
+import yaml
 
-STAMP_LENGTH = 8  # hex digits of a part's hash
-STAMP = re.compile(f"[0-9a-f]{{{STAMP_LENGTH}}}")  # used with fullmatch
+from bot.content.model import Course, Lesson, Stamp, Translation
+from bot.content.worddiff import word_diff
 
+STAMP_LENGTH = 8  # hex digits of a legacy stamp's hash
+LEGACY = re.compile(f"[0-9a-f]{{{STAMP_LENGTH}}}")  # used with fullmatch
 
-def _digest(*texts: object) -> str:
-    return hashlib.sha256(json.dumps(texts, ensure_ascii=False).encode()).hexdigest()[:STAMP_LENGTH]
-
-
-def course_parts(english: Course) -> dict[str, str]:
-    """Return each translatable part of course.yaml and the hash of its English."""
-    return {"title": _digest(english.title), "description": _digest(english.description)}
+Snapshot = dict[str, Any]  # a part's English fields, in a fixed order: plain strings, lists and mappings
 
 
-def lesson_parts(english: Lesson) -> dict[str, str]:
-    """Return each translatable part of a lesson ('slide/<id>', 'recap', ...) and the hash of its English."""
-    parts = {"title": _digest(english.title), "summary": _digest(english.summary)}
+def course_parts(english: Course) -> dict[str, Snapshot]:
+    """Return each translatable part of course.yaml and its English."""
+    return {"title": {"title": english.title}, "description": {"description": english.description}}
+
+
+def lesson_parts(english: Lesson) -> dict[str, Snapshot]:
+    """Return each translatable part of a lesson ('slide/<id>', 'recap', ...) and its English."""
+    parts: dict[str, Snapshot] = {"title": {"title": english.title}, "summary": {"summary": english.summary}}
     for slide in english.slides:
-        parts[f"slide/{slide.id}"] = _digest(slide.title, slide.text, slide.code)
+        parts[f"slide/{slide.id}"] = {"title": slide.title, "text": slide.text, "code": slide.code}
     for question in english.quiz:
-        parts[f"question/{question.id}"] = _digest(question.question, question.options, question.explanation)
-    parts["recap"] = _digest(english.recap)
+        parts[f"question/{question.id}"] = {
+            "question": question.question,
+            "options": list(question.options),
+            "explanation": question.explanation,
+        }
+    parts["recap"] = {"recap": english.recap}
     if english.exercise is not None:
         exercise = english.exercise
-        parts["exercise"] = _digest(
-            exercise.title,
-            exercise.instructions,
-            exercise.starter,
-            exercise.hints,
-            [(check.id, check.fail) for check in exercise.checks],
-        )
+        parts["exercise"] = {
+            "title": exercise.title,
+            "instructions": exercise.instructions,
+            "starter": exercise.starter,
+            "hints": list(exercise.hints),
+            "checks": {check.id: check.fail for check in exercise.checks},
+        }
     return parts
+
+
+def legacy_digest(snapshot: Mapping[str, Any]) -> str:
+    """Return the hash older stamps kept of a part's English: its fields in order, checks as (id, fail) pairs."""
+    fields = [list(value.items()) if isinstance(value, Mapping) else value for value in snapshot.values()]
+    return hashlib.sha256(json.dumps(fields, ensure_ascii=False).encode()).hexdigest()[:STAMP_LENGTH]
+
+
+def is_current(stamp: Stamp, english: Snapshot) -> bool:
+    """Say whether a part stamped ``stamp`` was checked against the English as it is now."""
+    if stamp.english is None:
+        return stamp.digest == legacy_digest(english)
+    return bool(plain(stamp.english) == plain(english))
+
+
+def plain(value: Any) -> Any:
+    """Return YAML-read data as plain str, list and dict, for comparing what was stamped with what is current."""
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    return value
+
+
+# --- what changed ---------------------------------------------------------------------------------------------------
+
+
+def _as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, Mapping):
+        return " ".join(f"{key}: {text}" for key, text in value.items())
+    if isinstance(value, (list, tuple)):
+        return " ".join(f"({number}) {text}" for number, text in enumerate(value, start=1))
+    return str(value)
+
+
+def changes(then: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """Return one line per field whose English changed, as 'field: word diff'."""
+    lines = []
+    for key in dict.fromkeys([*now, *then]):
+        old, new = plain(then.get(key)), plain(now.get(key))
+        if old != new:
+            diff = word_diff(_as_text(old), _as_text(new))
+            lines.append(f"{key}: {diff or '(only spacing or line breaks changed)'}")
+    return lines
 
 
 @dataclass(frozen=True)
@@ -56,39 +114,106 @@ class Outdated:
     path: str
     line: int
     part: str
-    stamped: bool  # False: no stamp at all; True: stamped from an older English
+    stamp: Stamp | None  # None: never stamped
+    english: Snapshot  # the English as it is now
+
+    @property
+    def stamped(self) -> bool:
+        return self.stamp is not None
+
+    def changes(self) -> list[str]:
+        """Return the English change since the stamp, one line per field ([] when unknown)."""
+        if self.stamp is None or self.stamp.english is None:
+            return []
+        return changes(self.stamp.english, self.english)
 
     def __str__(self) -> str:
-        if self.stamped:
+        fix = f"run `coursebot lint --stamp {self.path} --part {self.part}`"
+        if self.stamp is None:
+            return f"{self.path}:{self.line}: '{self.part}' has no source stamp; {fix}"
+        if self.stamp.english is None:
             return (
-                f"{self.path}:{self.line}: '{self.part}' is stale: its English changed since it was translated; "
-                f"update it, then run `coursebot lint --stamp {self.path}`"
+                f"{self.path}:{self.line}: '{self.part}' is stale: its English changed since it was translated "
+                f"(the stamp is a hash, so what changed is unknown: run `coursebot lint --upgrade-stamps`); "
+                f"update it, then {fix}"
             )
-        return f"{self.path}:{self.line}: '{self.part}' has no source hash; run `coursebot lint --stamp {self.path}`"
+        shown = "".join(f"\n    {line}" for line in self.changes())
+        return (
+            f"{self.path}:{self.line}: '{self.part}' is stale: its English changed since it was translated; "
+            f"update it, then {fix}{shown}"
+        )
 
 
-def outdated(translation: Translation | None, current: dict[str, str]) -> list[Outdated]:
-    """Return the parts of ``translation`` not stamped with the current English hash."""
+def outdated(translation: Translation | None, current: Mapping[str, Snapshot]) -> list[Outdated]:
+    """Return the parts of ``translation`` not stamped with the English as it is now."""
     if translation is None:
         return []
     found = []
     for part, line in translation.parts.items():
         stamp = translation.stamps.get(part)
-        if stamp != current[part]:
-            found.append(Outdated(translation.path, line, part, stamped=stamp is not None))
+        if stamp is None or not is_current(stamp, current[part]):
+            found.append(Outdated(translation.path, line, part, stamp, current[part]))
     return found
 
 
-# Stamping: rewrite a file's `sources:` block from the current English.
+# --- writing a file's `sources:` block -------------------------------------------------------------------------------
 
 _BLOCK_START = re.compile(r"^sources:\s*(#.*)?$")
+_HEADER = "sources:  # the English each part was translated from; written by `coursebot lint --stamp`, do not edit"
 
 
-def stamp(path: Path, translation: Translation, current: dict[str, str]) -> int:
-    """Write ``path``'s `sources:` block with the current English hash of each part it translates.
+class _BlockDumper(yaml.SafeDumper):
+    """Writes code and other multi-line English as literal blocks, the way lesson files hold them."""
+
+
+def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.Node:
+    style = "|" if "\n" in text and not any(line != line.rstrip() for line in text.splitlines()) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+class _Hash(str):
+    """A legacy stamp's hash, written quoted as it always was (so upgrading a file changes only its new stamps)."""
+
+
+_BlockDumper.add_representer(str, _represent_text)
+_BlockDumper.add_representer(
+    _Hash, lambda dumper, text: dumper.represent_scalar("tag:yaml.org,2002:str", str(text), style='"')
+)
+
+
+def _block(stamps: Mapping[str, Stamp]) -> list[str]:
+    """Return the lines of a `sources:` block holding ``stamps`` (legacy ones as their hash)."""
+    data = {part: plain(s.english) if s.english is not None else _Hash(s.digest) for part, s in stamps.items()}
+    dumped = yaml.dump(data, Dumper=_BlockDumper, allow_unicode=True, sort_keys=False, width=100, indent=2)
+    return [_HEADER, *("  " + line if line else line for line in dumped.splitlines())]
+
+
+def stamp(
+    path: Path, translation: Translation, current: Mapping[str, Snapshot], parts: Iterable[str] | None = None
+) -> list[Outdated]:
+    """Record in ``path``'s `sources:` block that ``parts`` (default: every part the file translates) match the
+    English as it is now; other parts keep their stamps.
+
+    Returns the parts that were out of date and are now marked current, each with what changed.
+    """
+    chosen = list(translation.parts) if parts is None else list(parts)
+    unknown = [part for part in chosen if part not in translation.parts]
+    if unknown:
+        raise ValueError(f"{path} does not translate {', '.join(map(repr, unknown))}")
+    accepted = [item for item in outdated(translation, current) if item.part in chosen]
+    stamps = {
+        part: Stamp(current[part], legacy_digest(current[part])) if part in chosen else translation.stamps[part]
+        for part in translation.parts
+        if part in chosen or part in translation.stamps
+    }
+    write(path, stamps)
+    return accepted
+
+
+def write(path: Path, stamps: Mapping[str, Stamp]) -> None:
+    """Replace ``path``'s `sources:` block with ``stamps``.
 
     Only the block is rewritten (it is kept last in the file); the translator's text is untouched.
-    Returns the number of parts stamped.
     """
     lines = Path(path).read_text(encoding="utf-8").splitlines()
     kept: list[str] = []
@@ -103,7 +228,4 @@ def stamp(path: Path, translation: Translation, current: dict[str, str]) -> int:
         kept.append(line)
     while kept and not kept[-1].strip():
         kept.pop()
-    block = ["", "sources:  # hashes of the English each part was translated from: `coursebot lint --stamp`"]
-    block += [f'  {part}: "{current[part]}"' for part in translation.parts]
-    Path(path).write_text("\n".join(kept + block) + "\n", encoding="utf-8")
-    return len(translation.parts)
+    Path(path).write_text("\n".join([*kept, "", *_block(stamps)]) + "\n", encoding="utf-8")

@@ -222,7 +222,6 @@ def plain(value: object) -> object:
     return value
 
 
-
 def key_line(path: str, steps: tuple[str, ...], key: str) -> int | None:
     """Return the line of ``key`` in the mapping at ``steps`` of a YAML file, or None if it is not there.
 
