@@ -11,8 +11,8 @@ def ui() -> dict[str, str]:
     """The page's labels, translated in the current language (call inside I18n.use)."""
     return {
         "bot": _("bot"),
-        "placeholder": _("Message or code (Ctrl+Enter sends)"),
-        "send": _("Send"),
+        "placeholder": _("Message or code"),
+        "send": _("Send (Ctrl+Enter)"),
         "menu": _("Menu"),
         "settings": _("Settings"),
         "language": _("App language"),

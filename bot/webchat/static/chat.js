@@ -72,6 +72,7 @@ function ready(message) {
   $("menu-button").textContent = state.ui.menu;
   $("settings-button").setAttribute("aria-label", state.ui.settings);
   $("send-button").setAttribute("aria-label", state.ui.send);
+  $("send-button").title = state.ui.send;
   $("input").placeholder = state.ui.placeholder;
   $("language-label").textContent = state.ui.language;
   $("learners-label").textContent = state.ui.learners;
