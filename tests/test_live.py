@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.content.live import Library
 from bot.errors import ContentError
 from bot.i18n import _
-from bot.live import Library
 from tests.conftest import LESSONS, LOCALES
 
 SLIDE_TEXT = "Autograd works out derivatives for you."
@@ -51,7 +51,7 @@ async def test_broken_lessons_are_refused_with_file_and_line_and_the_old_ones_ke
     library = Library(lessons, locales)
     before = library.current
     edit(lessons / "en" / "01-requires-grad.yaml", "  - id: off-by-default\n", "  - id: what-autograd-does\n")
-    with caplog.at_level(logging.ERROR, logger="bot.live"):
+    with caplog.at_level(logging.ERROR, logger="bot.content.live"):
         outcome = await library.reload()
     assert not outcome.accepted
     (line,) = outcome.lines()

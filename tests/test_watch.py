@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from bot.watch import Watcher
+from bot.content.watch import Watcher
 
 
 class SteppedSleep:

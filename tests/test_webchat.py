@@ -81,13 +81,19 @@ class PageClient:
 
 def course_config(tmp_path: Path) -> Config:
     return Config(
-        token="", db_path=tmp_path / "coursebot.sqlite3", lessons_dir=LESSONS, locales_dir=LOCALES, runner="off"
+        token="",
+        db_path=tmp_path / "coursebot.sqlite3",
+        lessons_dir=LESSONS,
+        locales_dir=LOCALES,
+        runner="off",
+        web_port=0,
+        watch=False,
     )
 
 
 @asynccontextmanager
 async def web_course(tmp_path: Path) -> AsyncIterator[LocalCourse]:
-    async with local_course(course_config(tmp_path), port=0, history=tmp_path / "webchat.sqlite3") as course:
+    async with local_course(course_config(tmp_path)) as course:
         yield course
 
 

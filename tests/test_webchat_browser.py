@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bot.config import Config
-from bot.lint import load_valid
+from bot.content.load import load_valid
 from bot.webchat.learners import learners
 from bot.webchat.local import LocalCourse, local_course
 from tests.browser import Phone, needs_chromium, phone
@@ -27,10 +27,8 @@ ARABIC = COURSE.course("ar").lessons[0]
 TIMEOUT = 10_000  # ms for the bot to answer a tap
 RUN_TIMEOUT = 30_000  # ms for the runner to grade code
 
-pytestmark = [
-    needs_chromium,
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="the runner's sandbox needs bubblewrap"),
-]
+pytestmark = needs_chromium
+needs_runner = pytest.mark.skipif(shutil.which("bwrap") is None, reason="the runner's sandbox needs bubblewrap")
 
 
 @pytest.fixture
@@ -41,8 +39,10 @@ async def course(tmp_path: Path) -> AsyncIterator[LocalCourse]:
         lessons_dir=LESSONS,
         locales_dir=LOCALES,
         runner="embedded",
+        web_port=0,
+        watch=False,
     )
-    async with local_course(config, port=0, history=tmp_path / "webchat.sqlite3") as running:
+    async with local_course(config) as running:
         yield running
 
 
@@ -60,6 +60,7 @@ async def tap(page, label: str) -> None:
     await page.locator(".row.in .keyboard button", has_text=label).last.click()
 
 
+@needs_runner
 async def test_a_learner_reads_lesson_1_answers_the_quick_check_practises_runs_code_and_reads_arabic(
     course: LocalCourse, device: Phone
 ):
@@ -166,3 +167,63 @@ def _learner_id(course: LocalCourse) -> int:
 
 def _plain(title: str) -> str:
     return title.replace("`", "")[:12]
+
+
+@pytest.fixture
+async def authoring(tmp_path: Path) -> AsyncIterator[tuple[LocalCourse, Path]]:
+    """The web chat over a copy of the lessons that the test edits (no runner: this is about reading)."""
+    lessons = tmp_path / "lessons"
+    shutil.copytree(LESSONS / "en", lessons / "en")
+    config = Config(
+        token="",
+        db_path=tmp_path / "coursebot.sqlite3",
+        lessons_dir=lessons,
+        locales_dir=LOCALES,
+        runner="off",
+        web_port=0,
+        watch=False,
+    )
+    async with local_course(config) as running:
+        yield running, lessons
+
+
+async def test_an_edited_slide_shows_on_the_page_and_a_broken_lesson_is_refused_in_a_banner(authoring, device: Phone):
+    course, lessons = authoring
+    page = device.page
+    await page.goto(course.chat.url)
+    await page.locator("#bot-name", has_text="Coursebot").wait_for()
+    await page.fill("#input", "/start")
+    await page.click("#send-button")
+    await tap(page, "Start the course")
+    slide = page.locator(".row.in").last
+    await slide.locator("text=1 / 13").wait_for(timeout=TIMEOUT)
+
+    # The author rewrites the slide the learner is reading: it changes in place on the page.
+    path = lessons / "en" / "01-requires-grad.yaml"
+    path.write_text(
+        path.read_text().replace("Autograd works out derivatives for you.", "Autograd differentiates for you.")
+    )
+    assert (await course.bot.reload()).accepted
+    await slide.locator("text=Autograd differentiates for you.").wait_for(timeout=TIMEOUT)
+    assert await page.locator(".row.in").count() == 1  # the one reading message: edited, not sent anew
+    await device.screenshot("webchat-07-reloaded")
+
+    # A broken lesson file is refused: its file:line shows in a banner, the course goes on.
+    broken = lessons / "en" / "02-backward.yaml"
+    broken.write_text(broken.read_text().replace("slides:", "slides: [", 1))
+    outcome = await course.bot.reload()
+    assert not outcome.accepted
+    banner = page.locator("#banner")
+    await banner.wait_for(state="visible", timeout=TIMEOUT)
+    shown = await page.locator("#banner-lines").inner_text()
+    assert shown.splitlines() == outcome.lines()
+    assert re.match(rf"^{re.escape(str(broken))}:\d+: ", shown)
+    await tap(page, "Next")
+    await slide.locator("text=2 / 13").wait_for(timeout=TIMEOUT)
+    await device.screenshot("webchat-08-refused")
+
+    # Fixed: the banner goes.
+    broken.write_text(broken.read_text().replace("slides: [", "slides:", 1))
+    assert (await course.bot.reload()).accepted
+    await banner.wait_for(state="hidden", timeout=TIMEOUT)
+    assert device.errors == []

@@ -1,6 +1,6 @@
 """The course in a browser, with no Telegram: the real bot, the built-in Bot API server, the web chat.
 
-    async with local_course(config, host="127.0.0.1", port=8080, history=path) as course:
+    async with local_course(config) as course:
         print(course.chat.url)
 
 The bot runs exactly as it does against Telegram: it long-polls the built-in server over
@@ -16,9 +16,8 @@ import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
-from pathlib import Path
 
-from bot.app import CourseBot
+from bot.app import CourseBot, until_stopped
 from bot.config import Config
 from bot.errors import ConfigError
 from bot.localapi import BotApiServer, StateStore
@@ -41,19 +40,18 @@ class LocalCourse:
 
 
 @asynccontextmanager
-async def local_course(
-    config: Config, *, host: str = "127.0.0.1", port: int = 8080, history: Path | None = None
-) -> AsyncIterator[LocalCourse]:
-    """Run the course for the browser until the block ends; `history` keeps the chats across restarts."""
+async def local_course(config: Config) -> AsyncIterator[LocalCourse]:
+    """Run the course for the browser until the block ends: on config.web_host:web_port, chats kept in
+    config.web_history."""
+    host, port = config.web_host, config.web_port
     api = BotApiServer(
-        f"{LOCAL_BOT_ID}:{secrets.token_urlsafe(24)}",
-        LOCAL_BOT_USERNAME,
-        store=StateStore(history) if history is not None else None,
+        f"{LOCAL_BOT_ID}:{secrets.token_urlsafe(24)}", LOCAL_BOT_USERNAME, store=StateStore(config.web_history)
     )
     await api.start()
     try:
         bot = CourseBot(replace(config, token=api.token, api_base_url=api.api_base_url))  # lessons checked here
-        chat = WebChat(api, bot.i18n, host=host, port=port)
+        chat = WebChat(api, bot.library, host=host, port=port)
+        bot.library.listeners.append(chat.reloaded)
         try:
             await chat.start()
         except OSError as exc:
@@ -74,3 +72,15 @@ def _listen_failure(host: str, port: int, error: OSError) -> str:
             "(set COURSEBOT_WEB_PORT to another port, or stop what uses it)."
         )
     return f"cannot serve the web chat on {host}:{port}: {error.strerror or error} (check COURSEBOT_WEB_HOST)."
+
+
+async def serve(config: Config) -> None:
+    """Serve the web chat until SIGTERM or SIGINT, saying where it is; SIGHUP reloads the lessons."""
+    async with local_course(config) as course:
+        print(f"coursebot: the course is open in the web chat at {course.chat.url}", flush=True)
+        if not config.token:
+            print(
+                "coursebot: to serve it on Telegram instead, create a bot with @BotFather and set TELEGRAM_BOT_TOKEN",
+                flush=True,
+            )
+        await until_stopped(course.bot)

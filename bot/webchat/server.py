@@ -18,7 +18,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from bot.i18n import I18n
+from bot.content.live import Library, Reloaded
 from bot.localapi import BotApi
 
 from .page import Page
@@ -42,9 +42,9 @@ _HEADERS = {
 class WebChat:
     """Serve the web chat for `api` on http://host:port. ``await start()``, ``await stop()``."""
 
-    def __init__(self, api: BotApi, i18n: I18n, *, host: str = "127.0.0.1", port: int = 8080):
+    def __init__(self, api: BotApi, library: Library, *, host: str = "127.0.0.1", port: int = 8080):
         self.api = api
-        self.i18n = i18n  # replaced when a content reload brings new catalogs
+        self.library = library  # the page's words come from the newest catalogs
         self.host = host
         self.port = port
         self.pages: set[Page] = set()
@@ -83,6 +83,10 @@ class WebChat:
     def clear_banner(self) -> None:
         self.show_banner([])
 
+    def reloaded(self, outcome: Reloaded) -> None:
+        """A content reload happened: show its problems until one is accepted (a Library listener)."""
+        self.show_banner(outcome.lines() if not outcome.accepted else [])
+
     # ------------------------------------------------------------------ HTTP
 
     async def _index(self, request: web.Request) -> web.Response:
@@ -98,7 +102,7 @@ class WebChat:
         ws = web.WebSocketResponse(heartbeat=30.0, max_msg_size=_MAX_MESSAGE)
         await ws.prepare(request)
         queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-        page = Page(self.api, lambda: self.i18n, lambda: self._banner, queue.put_nowait)
+        page = Page(self.api, lambda: self.library.newest.i18n, lambda: self._banner, queue.put_nowait)
         self.pages.add(page)
         writer = asyncio.create_task(_write(ws, queue))
         try:

@@ -4,22 +4,23 @@ An Edition is one checked version of both. Library.reload() reads the files agai
 lints them exactly as `coursebot lint` and the start do; invalid content is refused with
 the same `file:line: message` lines, and the edition in use keeps serving. A valid one
 replaces it in one assignment, so an update sees one edition from start to end: it
-pins ``library.current`` when it begins (see Library.pin).
+pins ``library.current`` when it begins (bot.context.update_scope).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.course import Content
+from bot.content.load import lint
+from bot.content.model import Content
 from bot.errors import ContentError, Problem
 from bot.i18n import I18n
-from bot.lint import lint
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,15 @@ class Library:
     @property
     def newest(self) -> Edition:
         return self._current
+
+    @contextmanager
+    def pinned(self) -> Iterator[Edition]:
+        """Keep the newest edition for the code inside the block (one update), whatever reloads meanwhile."""
+        token = _pinned.set(self._current)
+        try:
+            yield self._current
+        finally:
+            _pinned.reset(token)
 
     def pin(self) -> Edition:
         """Pin the newest edition for the rest of the current task (an update's handling); returns it."""
