@@ -72,6 +72,7 @@ async def test_a_learner_reads_lesson_1_answers_the_quick_check_practises_runs_c
     await page.click("#menu-button")
     await page.locator("#command-menu .name", has_text="/lessons").wait_for()
     assert "The course menu" in await page.locator("#command-menu").inner_text()
+    await device.screenshot("webchat-00-command-menu")
     await page.locator("#command-menu button", has_text="/start").click()
     welcome = last_bot_message(page)
     await welcome.locator("text=PyTorch autograd").wait_for(timeout=TIMEOUT)
