@@ -99,8 +99,9 @@ async def direct_taps(course: LocalCourse, taps: int) -> list[float]:
     times = []
     for _ in range(taps):
         began = time.perf_counter()
-        shown = slide
-        slide = await bot_message(lambda: api.tap(user_id, user_id, shown["message_id"], next_button(shown)))
+        slide = await bot_message(
+            lambda shown=slide: api.tap(user_id, user_id, shown["message_id"], next_button(shown))
+        )
         times.append(time.perf_counter() - began)
     return times
 
