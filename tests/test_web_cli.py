@@ -6,6 +6,7 @@ import os
 import queue
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -135,3 +136,22 @@ def test_a_fresh_clone_make_run_without_a_token_serves_the_page_at_the_printed_a
             line = bot.line()
         assert "@BotFather" in bot.line()
         assert '<div id="app">' in page(line.removeprefix(URL_LINE))
+
+
+def test_a_port_in_use_is_one_line_naming_the_setting(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "bot", "web"],
+            cwd=ROOT,
+            env=clean_env(**web_env(tmp_path, COURSEBOT_WEB_PORT=str(port))),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 1
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert f"127.0.0.1:{port}" in line and "in use" in line and "COURSEBOT_WEB_PORT" in line
