@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from bot.errors import StorageError
 from bot.localapi import BotApiServer, StateStore
 
 TOKEN = "42:LOCAL-TEST"
@@ -66,3 +69,19 @@ async def test_the_command_menu_is_the_narrowest_scope_in_the_apps_language_else
             {"commands": [{"command": "help", "description": "Help"}], "scope": {"type": "chat", "chat_id": 7}}
         )
         assert api.commands_for(7, "ru") == [{"command": "help", "description": "Help"}]
+
+
+@pytest.mark.parametrize("content", [b"this is not a database, " * 100, b""])
+async def test_a_history_file_that_is_no_database_is_one_clear_error(tmp_path: Path, content: bytes):
+    path = tmp_path / "history.sqlite3"
+    path.write_bytes(content or b"SQLite format 3\x00" + b"\x00" * 84)  # empty: a header with nothing behind it
+    with pytest.raises(StorageError, match="web chat's history"):
+        async with _server(path):
+            pass
+
+
+async def test_a_history_in_a_folder_that_cannot_be_made_is_one_clear_error(tmp_path: Path):
+    (tmp_path / "file").write_text("in the way")
+    with pytest.raises(StorageError, match="cannot open the web chat's history"):
+        async with _server(tmp_path / "file" / "history.sqlite3"):
+            pass

@@ -68,7 +68,11 @@ class BotApiServer(BotApi):
         """Restore the saved state (if a store is given), then listen."""
         if self.store is not None:
             await self.store.open()
-            self.restore(await self.store.load())
+            try:
+                self.restore(await self.store.load())
+            except BaseException:
+                await self.store.close()
+                raise
             self.journal = self.store.save
         loop = asyncio.get_running_loop()
 

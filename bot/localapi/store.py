@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from bot.errors import StorageError
+
 log = logging.getLogger(__name__)
 
 _SCHEMA = """
@@ -64,8 +66,14 @@ class StateStore:
         self._failed = False
 
     async def open(self) -> None:
+        """Open (or create) the file; StorageError in one line if it cannot be."""
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="localapi-store")
-        await asyncio.get_running_loop().run_in_executor(self._writer, self._connect)
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._writer, self._connect)
+        except (sqlite3.Error, OSError) as exc:
+            self._writer.shutdown()
+            self._writer = None
+            raise StorageError(f"cannot open the web chat's history {self.path}: {exc}") from None
 
     def _connect(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -77,8 +85,12 @@ class StateStore:
         self._db = db
 
     async def load(self) -> Snapshot:
+        """Everything saved; StorageError in one line if the file is not the web chat's history."""
         assert self._writer is not None, "open() first"
-        return await asyncio.get_running_loop().run_in_executor(self._writer, self._load)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._writer, self._load)
+        except (sqlite3.Error, ValueError, KeyError) as exc:
+            raise StorageError(f"cannot read the web chat's history {self.path}: {exc}") from None
 
     def _load(self) -> Snapshot:
         assert self._db is not None
