@@ -8,7 +8,7 @@ import datetime as dt
 import functools
 import logging
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -234,8 +234,11 @@ async def serve(config: Config) -> None:
         await until_stopped(bot)
 
 
-async def until_stopped(bot: CourseBot) -> None:
-    """Wait for SIGTERM or SIGINT; meanwhile SIGHUP reloads the lessons and catalogs."""
+async def until_stopped(bot: CourseBot, ready: Callable[[], None] | None = None) -> None:
+    """Wait for SIGTERM or SIGINT; meanwhile SIGHUP reloads the lessons and catalogs.
+
+    ``ready`` is called once the signals are handled, so whoever it tells may send them.
+    """
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     reloads: set[asyncio.Task[Reloaded]] = set()  # held until done: the loop keeps only weak references
@@ -249,6 +252,8 @@ async def until_stopped(bot: CourseBot) -> None:
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGHUP, reload)
     try:
+        if ready is not None:
+            ready()
         await stop.wait()
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):

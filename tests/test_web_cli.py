@@ -95,14 +95,24 @@ def test_starting_without_a_token_opens_the_web_chat_and_says_how_to_use_telegra
         assert "Traceback" not in bot.process.stderr.read()  # type: ignore[union-attr]
 
 
-def test_coursebot_web_opens_the_web_chat_even_with_a_token(tmp_path):
-    with started(
-        [sys.executable, "-m", "bot", "web"], ROOT, TELEGRAM_BOT_TOKEN="123:NOT-USED", **web_env(tmp_path)
-    ) as bot:
-        url = bot.line().removeprefix(URL_LINE)
+def test_coursebot_web_opens_the_web_chat_even_with_a_token_and_sighup_reloads(tmp_path):
+    env = web_env(tmp_path)
+    with started([sys.executable, "-m", "bot", "web"], ROOT, TELEGRAM_BOT_TOKEN="123:NOT-USED", **env) as bot:
+        first = bot.line()
+        url = first.removeprefix(URL_LINE)
         assert '<div id="app">' in page(url)
-        bot.process.send_signal(signal.SIGHUP)  # a reload on demand, with nothing changed, keeps it serving
+        bot.process.send_signal(signal.SIGHUP)
+        # A second reload over the control socket: reloads take turns, so both are done when it answers.
+        asked = subprocess.run(
+            [sys.executable, "-m", "bot", "reload"], cwd=ROOT, env=clean_env(**env), capture_output=True, text=True
+        )
+        assert asked.returncode == 0, asked.stderr
         assert '<div id="app">' in page(url)
+        bot.process.send_signal(signal.SIGTERM)
+        assert bot.process.wait(timeout=30) == 0
+        log = bot.process.stderr.read()  # type: ignore[union-attr]
+    assert bot.lines.get(timeout=5) is None  # with a token, no line about Telegram
+    assert "content reloaded: edition 2" in log and "content reloaded: edition 3" in log
 
 
 def test_reload_against_the_running_bot_and_with_none_running(tmp_path):

@@ -77,10 +77,14 @@ def _listen_failure(host: str, port: int, error: OSError) -> str:
 async def serve(config: Config) -> None:
     """Serve the web chat until SIGTERM or SIGINT, saying where it is; SIGHUP reloads the lessons."""
     async with local_course(config) as course:
-        print(f"coursebot: the course is open in the web chat at {course.chat.url}", flush=True)
-        if not config.token:
-            print(
-                "coursebot: to serve it on Telegram instead, create a bot with @BotFather and set TELEGRAM_BOT_TOKEN",
-                flush=True,
-            )
-        await until_stopped(course.bot)
+
+        def announce() -> None:
+            print(f"coursebot: the course is open in the web chat at {course.chat.url}", flush=True)
+            if not config.token:
+                print(
+                    "coursebot: to serve it on Telegram instead, "
+                    "create a bot with @BotFather and set TELEGRAM_BOT_TOKEN",
+                    flush=True,
+                )
+
+        await until_stopped(course.bot, announce)
