@@ -141,6 +141,8 @@ async def test_a_learner_reads_lesson_1_answers_the_quick_check_practises_runs_c
 
     # The app switched to Arabic: right to left, code left to right, the bot answers in Arabic.
     await page.click("#settings-button")
+    await page.locator("#learner-list button.current", has_text="Learner 1").wait_for()
+    await device.screenshot("webchat-06-settings")
     await page.select_option("#language-select", "ar")
     await page.wait_for_function("document.documentElement.dir === 'rtl'")
     assert await page.locator("#menu-button").inner_text() != "Menu"
@@ -155,7 +157,7 @@ async def test_a_learner_reads_lesson_1_answers_the_quick_check_practises_runs_c
     assert re.search("[\u0600-\u06ff]", text), text
     assert await slide.locator("pre").first.evaluate("e => getComputedStyle(e).direction") == "ltr"
     assert await slide.locator(".text").evaluate("e => getComputedStyle(e).direction") == "rtl"
-    await device.screenshot("webchat-06-arabic")
+    await device.screenshot("webchat-07-arabic")
 
     assert device.errors == []
 
@@ -207,7 +209,7 @@ async def test_an_edited_slide_shows_on_the_page_and_a_broken_lesson_is_refused_
     assert (await course.bot.reload()).accepted
     await slide.locator("text=Autograd differentiates for you.").wait_for(timeout=TIMEOUT)
     assert await page.locator(".row.in").count() == 1  # the one reading message: edited, not sent anew
-    await device.screenshot("webchat-07-reloaded")
+    await device.screenshot("webchat-08-reloaded")
 
     # A broken lesson file is refused: its file:line shows in a banner, the course goes on.
     broken = lessons / "en" / "02-backward.yaml"
@@ -221,7 +223,7 @@ async def test_an_edited_slide_shows_on_the_page_and_a_broken_lesson_is_refused_
     assert re.match(rf"^{re.escape(str(broken))}:\d+: ", shown)
     await tap(page, "Next")
     await slide.locator("text=2 / 13").wait_for(timeout=TIMEOUT)
-    await device.screenshot("webchat-08-refused")
+    await device.screenshot("webchat-09-refused")
 
     # Fixed: the banner goes.
     broken.write_text(broken.read_text().replace("slides: [", "slides:", 1))

@@ -84,8 +84,12 @@ function ready(message) {
   const select = $("language-select");
   select.replaceChildren();
   for (const [code, name] of message.languages) select.append(new Option(name, code));
+  // A regional code the browser gave (en-us) is kept as the app sends it, named after its language.
   const current = message.languages.find(([code]) => code === message.language);
-  if (!current && message.language) select.append(new Option(message.language, message.language));
+  if (!current && message.language) {
+    const base = message.languages.find(([code]) => code === message.language.split("-")[0]);
+    select.append(new Option(base ? base[1] + " (" + message.language + ")" : message.language, message.language));
+  }
   select.value = message.language;
 
   const list = $("learner-list");
