@@ -276,3 +276,14 @@ async def test_the_banner_reaches_open_pages_and_pages_opened_later(course: Loca
             assert (await later.next(lambda m: m["type"] == "banner"))["lines"] == lines
         course.chat.clear_banner()
         assert (await page.next(lambda m: m["type"] == "banner"))["lines"] == []
+
+
+async def test_a_page_from_another_site_may_not_open_the_chat(course: LocalCourse):
+    async with aiohttp.ClientSession() as session:
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+            await session.ws_connect(course.chat.url + "ws", origin="http://evil.example")
+        assert refused.value.status == 403
+        own = course.chat.url.rstrip("/")
+        async with session.ws_connect(course.chat.url + "ws", origin=own) as ws:
+            await ws.send_json({"type": "hello", "learner": None, "language": "en"})
+            assert json.loads(await ws.receive_str())["type"] == "ready"

@@ -15,6 +15,7 @@ import json
 import logging
 from importlib import resources
 from typing import Any
+from urllib.parse import urlsplit
 
 from aiohttp import WSMsgType, web
 
@@ -99,6 +100,10 @@ class WebChat:
         return web.Response(body=_file(name), content_type=_STATIC[name], charset="utf-8", headers=_HEADERS)
 
     async def _websocket(self, request: web.Request) -> web.WebSocketResponse:
+        origin = request.headers.get("Origin")
+        if origin is not None and urlsplit(origin).netloc != request.host:
+            # Another site open in the same browser may not drive a learner's chat.
+            raise web.HTTPForbidden(text="the web chat answers its own page only")
         ws = web.WebSocketResponse(heartbeat=30.0, max_msg_size=_MAX_MESSAGE)
         await ws.prepare(request)
         queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
