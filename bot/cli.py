@@ -199,6 +199,46 @@ def _upgrade_stamps(lessons_dir: Path, content: Content) -> int:
     return 0
 
 
+def _stats(args: argparse.Namespace) -> int:
+    """Print where learners struggle, from the learning events in COURSEBOT_DB (and write it as HTML)."""
+    from bot.content.load import load_valid
+    from bot.stats import html, query, report, text
+
+    config = Config.from_env()
+    content = load_valid(config.lessons_dir, config.locales_dir)
+    lessons = None
+    if args.lesson:
+        known = {key: lesson.id for lesson in content.english.lessons for key in (lesson.id, str(lesson.number))}
+        unknown = [ref for ref in args.lesson if ref not in known]
+        if unknown:
+            listed = ", ".join(f"{lesson.number} ({lesson.id})" for lesson in content.english.lessons)
+            print(f"coursebot: no lesson {unknown[0]!r}; the lessons are {listed}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        lessons = tuple(dict.fromkeys(known[ref] for ref in args.lesson))
+    languages = sorted({DEFAULT_LANGUAGE, *content.translations})
+    if args.language is not None and args.language not in languages:
+        print(
+            f"coursebot: no course language {args.language!r}; the languages are {', '.join(languages)}",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    try:
+        since = query.moment(args.since) if args.since is not None else None
+    except ValueError:
+        print(
+            f"coursebot: --since {args.since!r} is not a date like 2026-11-01 (or a moment in ISO-8601)",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    filters = query.Filters(lessons=lessons, since=since, language=args.language)
+    result = report.build(content, query.read(Path(args.db) if args.db else config.db_path, filters), filters)
+    print(text.render(result), end="")
+    if args.html:
+        Path(args.html).write_text(html.render(result), encoding="utf-8")
+        print(f"wrote the report as a page to {args.html}")
+    return 0
+
+
 def _preview(args: argparse.Namespace) -> int:
     from bot.preview import preview
 
@@ -276,6 +316,17 @@ def parser() -> argparse.ArgumentParser:
     )
     preview.add_argument("--dir", default=None, help="the lessons folder (default: COURSEBOT_LESSONS or lessons)")
     preview.set_defaults(func=_preview)
+    stats = commands.add_parser(
+        "stats", help="where learners struggle: funnel, time per slide, questions and exercises, from COURSEBOT_DB"
+    )
+    stats.add_argument(
+        "--lesson", action="append", metavar="LESSON", help="only this lesson (id or number); repeat for several"
+    )
+    stats.add_argument("--since", metavar="DATE", help="only events since this date (2026-11-01) or moment, UTC")
+    stats.add_argument("--language", metavar="CODE", help="only learners reading the course in this language")
+    stats.add_argument("--html", metavar="FILE", help="also write the report as one self-contained HTML page")
+    stats.add_argument("--db", metavar="PATH", help="the database to read (default: COURSEBOT_DB)")
+    stats.set_defaults(func=_stats)
     db = commands.add_parser("db", help="database maintenance").add_subparsers(dest="db_command", required=True)
     backup = db.add_parser("backup", help="copy the live database (COURSEBOT_DB) to PATH, safely while the bot runs")
     backup.add_argument("path")
