@@ -322,3 +322,9 @@ def test_db_backup_without_a_database_is_one_line_and_fails(tmp_path, in_process
     assert code == 1
     assert err.count("\n") == 1 and "COURSEBOT_DB" in err
     assert not target.exists()
+
+
+def test_lint_run_without_a_runner_says_so_in_one_line(in_process):
+    code, out, err = in_process("lint", "lessons", "--run", "--no-cache", COURSEBOT_RUNNER_URL="off")
+    assert code == 1
+    assert err == "coursebot: lint --run needs the runner, and COURSEBOT_RUNNER_URL is off\n"
