@@ -6,7 +6,7 @@ learners act; this module only reads it, over a read-only connection, so a repor
 Every figure is one aggregate query over a covering index (INDEXES); values are always bound, and the only text
 put into the SQL is fixed (index names, the '?' conditions of the filters). With 100,000 learners (about 3.7
 million events) the whole report takes a few seconds on two cores: the queries run in two threads, on two
-read-only connections, split so that each does about half the work.
+read-only connections: the first answers alone, the rest beside them (about as much work).
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def read(path: Path, filters: Filters) -> Figures:
     with ThreadPoolExecutor(max_workers=2) as pool:
         done = [
             pool.submit(_run, path, reader, source, filters, figures)
-            for reader in (_slides_and_answers, _times_and_practice)
+            for reader in (_answers, _slides_and_practice)
         ]
         for future in done:
             future.result()
@@ -155,21 +155,14 @@ def _connect(path: Path) -> Iterator[sqlite3.Connection]:
         conn.close()
 
 
-def _slides_and_answers(conn: sqlite3.Connection, source: _Source, f: Filters, out: Figures) -> None:
-    """Learners shown each slide, and each learner's first answer to each question."""
+def _answers(conn: sqlite3.Connection, source: _Source, f: Filters, out: Figures) -> None:
+    """Each learner's first answer to each question: right or not, and its option."""
     where, values = f.sql()
-    events = source("events_report")
-    rows = conn.execute(
-        f"SELECT lesson_id, item_id, COUNT(DISTINCT user_id) FROM {events}"
-        f" WHERE kind = 'slide'{where} GROUP BY lesson_id, item_id",
-        values,
-    )
-    out.reached = {(lesson, item): learners for lesson, item, learners in rows}
     # SQLite takes a bare column from the row of the one MIN() (here each learner's first answer), and the index
     # hands the answers over by question and learner, so the inner grouping needs no sort.
     rows = conn.execute(
         "SELECT lesson_id, item_id, option_id, verdict, COUNT(*) FROM ("
-        f"  SELECT lesson_id, item_id, option_id, verdict, MIN(at) FROM {events}"
+        f"  SELECT lesson_id, item_id, option_id, verdict, MIN(at) FROM {source('events_report')}"
         f"  WHERE kind = 'answer'{where} GROUP BY lesson_id, item_id, user_id"
         ") GROUP BY lesson_id, item_id, option_id, verdict",
         values,
@@ -181,10 +174,17 @@ def _slides_and_answers(conn: sqlite3.Connection, source: _Source, f: Filters, o
         out.chosen[key] = out.chosen.get(key, 0) + learners
 
 
-def _times_and_practice(conn: sqlite3.Connection, source: _Source, f: Filters, out: Figures) -> None:
-    """The seconds slide events carry, each learner's runs, the checks that failed, hints and lessons done."""
+def _slides_and_practice(conn: sqlite3.Connection, source: _Source, f: Filters, out: Figures) -> None:
+    """Learners shown each slide and the seconds slide events carry; runs, failed checks, hints, lessons done."""
     where, values = f.sql()
     events = source("events_report")
+    # The index hands each slide's events over by learner: counting them distinct needs no sort.
+    rows = conn.execute(
+        f"SELECT lesson_id, item_id, COUNT(DISTINCT user_id) FROM {events}"
+        f" WHERE kind = 'slide'{where} GROUP BY lesson_id, item_id",
+        values,
+    )
+    out.reached = {(lesson, item): learners for lesson, item, learners in rows}
     _slide_seconds(conn, source("events_slide_seconds"), where, values, out)
     rows = conn.execute(
         "SELECT lesson_id, runs, COUNT(*), SUM(first = 'passed'), SUM(passes > 0) FROM ("
