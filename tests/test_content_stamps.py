@@ -157,3 +157,16 @@ def test_upgrading_outside_git_says_so_in_one_line(tmp_path, capsys, monkeypatch
     assert main(["lint", "lessons", "--upgrade-stamps"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("coursebot: git rev-parse failed in") and len(err.splitlines()) == 1
+
+
+def test_every_shipped_stamp_keeps_the_english_it_was_made_from():
+    content = load_valid(LESSONS, LOCALES)
+    hashes_only = [
+        f"{translation.path}: {part}"
+        for course in content.translations.values()
+        for translation in (course.translation, *(lesson.translation for lesson in course.lessons))
+        if translation is not None
+        for part, stamp in translation.stamps.items()
+        if stamp.english is None
+    ]
+    assert hashes_only == [], "run `coursebot lint lessons --upgrade-stamps`"
