@@ -326,5 +326,5 @@ def test_db_backup_without_a_database_is_one_line_and_fails(tmp_path, in_process
 
 def test_lint_run_without_a_runner_says_so_in_one_line(in_process):
     code, out, err = in_process("lint", "lessons", "--run", "--no-cache", COURSEBOT_RUNNER_URL="off")
-    assert code == 1
+    assert code == 1 and out == ""
     assert err == "coursebot: lint --run needs the runner, and COURSEBOT_RUNNER_URL is off\n"

@@ -103,8 +103,7 @@ def read(path: Path, filters: Filters) -> Figures:
     # Two connections, two threads: SQLite runs each query without holding the GIL.
     with ThreadPoolExecutor(max_workers=2) as pool:
         done = [
-            pool.submit(_run, path, reader, source, filters, figures)
-            for reader in (_answers, _slides_and_practice)
+            pool.submit(_run, path, reader, source, filters, figures) for reader in (_answers, _slides_and_practice)
         ]
         for future in done:
             future.result()
