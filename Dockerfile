@@ -1,27 +1,77 @@
-# One image with the bot, the runner and bubblewrap. Run it with a token and a volume:
-#   docker run -e TELEGRAM_BOT_TOKEN=... -v coursebot-data:/data coursebot
-FROM python:3.11-slim
+# coursebot images, from one Dockerfile:
+#   docker build -t coursebot .                       the bot with its embedded runner (the default target)
+#   docker build -t coursebot-job --target job .      what the runner's Docker backend runs each job in:
+#                                                     python, torch and the runner; no lessons, no bot
+# How to run them, and every flag each container needs and why, is in the README ("Docker").
+#
+# Build arguments (the defaults are right for a host with internet):
+#   PIP_EXTRA_INDEX_URL  where the CPU build of torch comes from (the default index would pull CUDA, GBs)
+#   PIP_FIND_LINKS       a URL of local wheels, e.g. a loopback server with --network host (docker/build)
+#   PIP_CERT_URL         a CA bundle for pip to trust, for a build behind a TLS-intercepting proxy
 
+# --- what every image runs on: Debian's python3.11, bubblewrap for the sandbox, an init -----------
+FROM debian:bookworm-slim AS runtime
 RUN apt-get update \
- && apt-get install -y --no-install-recommends bubblewrap \
- && rm -rf /var/lib/apt/lists/*
-
-WORKDIR /app
-COPY pyproject.toml README.md ./
-COPY bot ./bot
-COPY runner ./runner
-# The CPU build of torch: the default index would pull a CUDA build of several GB.
-RUN pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cpu '.[runner]'
-COPY lessons ./lessons
-COPY locales ./locales
-
-RUN useradd --create-home --uid 10001 coursebot && mkdir /data && chown coursebot /data
-USER coursebot
-ENV COURSEBOT_DB=/data/coursebot.sqlite3 \
-    COURSEBOT_LESSONS=/app/lessons \
-    COURSEBOT_LOCALES=/app/locales \
+ && apt-get install -y --no-install-recommends python3 bubblewrap tini \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
+ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    LANG=C.UTF-8 \
     PYTHONUNBUFFERED=1
+
+# --- build stages: a venv with torch, then the bot's dependencies and the project beside it ------
+FROM runtime AS build
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3-venv \
+ && rm -rf /var/lib/apt/lists/*
+ARG PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu
+ARG PIP_FIND_LINKS=
+ARG PIP_CERT_URL=
+COPY docker/pip-install /usr/local/bin/pip-install
+COPY pyproject.toml /src/pyproject.toml
+# The venv ships without pip: a pip beside it (/opt/pip, build only) installs into it.
+RUN python3 -m venv --without-pip /opt/venv \
+ && python3 -m venv /opt/pip \
+ && pip-install --group runner
+# The bot's dependencies, then the project (bot and runner packages), under their own prefix:
+# the sandbox binds the venv (torch) into every job, never this. Each package exists once.
+RUN pip-install --prefix /app/python --group main --group docker
+COPY README.md /src/README.md
+COPY bot /src/bot
+COPY runner /src/runner
+RUN pip-install --prefix /app/python --project /src \
+ && echo /app/python/lib/python3.11/site-packages > /app/coursebot.pth
+
+# --- the job image for the runner's Docker backend: no lessons, no bot, no shell tools needed ------
+FROM runtime AS job
+COPY --from=build /opt/venv /opt/venv
+COPY --from=build /app/python/lib/python3.11/site-packages/runner /opt/venv/lib/python3.11/site-packages/runner
+# Jobs run as nobody with a read-only root (runner/docker_backend.py); no VOLUME, so no volume leaks.
+USER 65534:65534
+WORKDIR /tmp
+
+# --- the bot, with the runner embedded (the default target) ----------------------------------------
+FROM runtime AS app
+COPY --from=build /opt/venv /opt/venv
+COPY --from=build /app/python /app/python
+COPY --from=build /app/coursebot.pth /opt/venv/lib/python3.11/site-packages/coursebot.pth
+COPY lessons /app/lessons
+COPY locales /app/locales
+# Two users: the bot (owns the data) and, in compose, the runner (owns the socket folder, which the
+# bot's group may enter). Neither is root; neither can write the code.
+RUN groupadd --gid 10001 coursebot \
+ && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /data --shell /usr/sbin/nologin coursebot \
+ && useradd --uid 10002 --gid 10001 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin coursebot-runner \
+ && mkdir -m 0700 /data && chown coursebot:coursebot /data \
+ && mkdir -m 0750 /run/coursebot && chown coursebot-runner:coursebot /run/coursebot
+ENV PATH=/app/python/bin:/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    COURSEBOT_DB=/data/coursebot.sqlite3 \
+    COURSEBOT_LESSONS=/app/lessons \
+    COURSEBOT_LOCALES=/app/locales
+USER coursebot
+WORKDIR /data
 VOLUME /data
-# coursebot refuses bad content and config with one clear line; SIGTERM closes the database cleanly.
+# tini is pid 1: it passes docker stop's SIGTERM to the bot and reaps the sandbox's orphans.
+# The bot closes the database and stops its runner on SIGTERM, well within docker stop's 10 s.
+ENTRYPOINT ["/usr/bin/tini", "--"]
 STOPSIGNAL SIGTERM
 CMD ["coursebot", "run"]
