@@ -56,13 +56,13 @@ COPY --from=build /app/python /app/python
 COPY --from=build /app/coursebot.pth /opt/venv/lib/python3.11/site-packages/coursebot.pth
 COPY lessons /app/lessons
 COPY locales /app/locales
-# Two users: the bot (owns the data) and, in compose, the runner (owns the socket folder, which the
-# bot's group may enter). Neither is root; neither can write the code.
+# One unprivileged user owns the data and the runner's socket folder (compose shares it between
+# the two containers; a new volume takes this owner and mode). It cannot write the code.
 RUN groupadd --gid 10001 coursebot \
  && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /data --shell /usr/sbin/nologin coursebot \
- && useradd --uid 10002 --gid 10001 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin coursebot-runner \
- && mkdir -m 0700 /data && chown coursebot:coursebot /data \
- && mkdir -m 0750 /run/coursebot && chown coursebot-runner:coursebot /run/coursebot
+ && mkdir -m 0700 /data /run/coursebot && chown coursebot:coursebot /data /run/coursebot \
+ && mkdir -m 0555 /run/sandbox-proc
+COPY docker/entrypoint /usr/local/bin/coursebot-entrypoint
 ENV PATH=/app/python/bin:/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     COURSEBOT_DB=/data/coursebot.sqlite3 \
     COURSEBOT_LESSONS=/app/lessons \
@@ -70,8 +70,9 @@ ENV PATH=/app/python/bin:/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:
 USER coursebot
 WORKDIR /data
 VOLUME /data
-# tini is pid 1: it passes docker stop's SIGTERM to the bot and reaps the sandbox's orphans.
-# The bot closes the database and stops its runner on SIGTERM, well within docker stop's 10 s.
-ENTRYPOINT ["/usr/bin/tini", "--"]
+# Prepares the sandbox when started as root, drops to a non-root user with no capabilities, and
+# makes tini pid 1 (docker/entrypoint). The bot closes the database and stops its runner on
+# SIGTERM, well within docker stop's 10 s.
+ENTRYPOINT ["/usr/local/bin/coursebot-entrypoint"]
 STOPSIGNAL SIGTERM
 CMD ["coursebot", "run"]
