@@ -63,6 +63,7 @@ RUN groupadd --gid 10001 coursebot \
  && mkdir -m 0700 /data /run/coursebot && chown coursebot:coursebot /data /run/coursebot \
  && mkdir -m 0555 /run/sandbox-proc
 COPY docker/entrypoint /usr/local/bin/coursebot-entrypoint
+COPY docker/healthcheck /usr/local/bin/coursebot-healthcheck
 ENV PATH=/app/python/bin:/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     COURSEBOT_DB=/data/coursebot.sqlite3 \
     COURSEBOT_LESSONS=/app/lessons \
