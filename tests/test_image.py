@@ -10,7 +10,7 @@ import pytest
 
 from bot.lint import load_valid
 from tests.conftest import LESSONS, LOCALES, ROOT
-from tests.engine import Container, as_in_readme, docker, image, readme_docker_run, running, unique
+from tests.engine import Container, as_in_readme, docker, image, readme_docker_run, run_once, running, unique
 from tests.journey import answer_quiz, button_texts, read_slides, send_and_wait, tap_and_wait_edit
 
 COURSE = load_valid(LESSONS, LOCALES).english
@@ -191,16 +191,16 @@ def _descendants(pid: int) -> list[str]:
 
 
 async def test_the_image_holds_each_package_once_and_the_job_image_no_lessons_and_no_bot():
-    code, out, err = await docker(
-        "docker", "run", "--rm", "--entrypoint", "python", image(), "-c",
+    code, out, err = await run_once(
+        "--entrypoint", "python", image(), "-c",
         "import runner, bot, glob; print(runner.__file__); print(bot.__file__);"
         "print(sum(len(glob.glob(f'{top}/**/runner/client.py', recursive=True)) for top in ('/app', '/opt', '/usr')))",
     )  # fmt: skip
     assert code == 0, err
     runner_file, bot_file, copies = out.split()
     assert runner_file.startswith("/app/python/") and bot_file.startswith("/app/python/") and copies == "1"
-    code, out, err = await docker(
-        "docker", "run", "--rm", "--network", "none", image("job"), "python3", "-c",
+    code, out, err = await run_once(
+        "--network", "none", image("job"), "python3", "-c",
         "import os, importlib.util as u; print(os.path.exists('/app'), u.find_spec('bot'), u.find_spec('telegram'),"
         " u.find_spec('runner') is not None, os.getuid())",
     )  # fmt: skip
