@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import statistics
@@ -37,7 +38,7 @@ TRIVIAL = "print(1 + 1)"
 
 def pct(xs: list[float], p: float) -> float:
     xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+    return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))]
 
 
 def descendants(pid: int) -> list[int]:
@@ -71,9 +72,9 @@ def memory_kb(pids: list[int]) -> tuple[int, int]:
     return rss, pss
 
 
-def cold_once() -> float:
+def cold_once(config: RunnerConfig) -> float:
     """The same sandbox as the zygote's, but a fresh interpreter per job."""
-    cfg = sandbox.SandboxConfig.from_env()
+    cfg = sandbox.SandboxConfig.from_config(config)
     code = "import torch\n" + TRIVIAL
     plan = sandbox.plan(cfg, [cfg.python, "-s", "-B", "-P", "-c", code], [], seccomp.zygote_filter())
     t = time.perf_counter()
@@ -98,7 +99,9 @@ async def main() -> None:
     ap.add_argument("--pool", type=int, default=2)
     args = ap.parse_args()
 
-    async with RunnerClient.embedded(RunnerConfig(pool_size=args.pool, queue=args.jobs + 8)) as r:
+    # The host's settings (RUNNER_BWRAP, ...), with the pool and queue this benchmark needs.
+    config = dataclasses.replace(RunnerConfig.from_env(os.environ), pool_size=args.pool, queue=args.jobs + 8)
+    async with RunnerClient.embedded(config) as r:
         for _ in range(10):
             await r.run(TRIVIAL)
         spaced = []
@@ -123,7 +126,7 @@ async def main() -> None:
         await asyncio.sleep(2.0)  # idle: prepared sandboxes waiting
         rss, pss = memory_kb(descendants(r._proc.pid))
 
-    cold = [cold_once() for _ in range(args.cold_samples)]
+    cold = [cold_once(config) for _ in range(args.cold_samples)]
     warm_p50 = statistics.median(spaced)
     out = {
         "warm_p50_ms": round(warm_p50, 2),

@@ -1,12 +1,15 @@
 """Command line: ``python -m runner exec ...`` and ``python -m runner serve ...``.
 
-python -m runner exec [--json] FILE...
+python -m runner exec [--json] [SETTINGS] FILE...
     Each file is a separate job, all through one warm pool; one result per
     file, in order.  Exit status 0 when every job ended "ok", 1 otherwise,
-    2 when the runner itself failed.
-python -m runner serve [--socket PATH | --listen tcp://127.0.0.1:PORT] [--pool N]
+    2 when the runner itself failed (or a setting is invalid).
+python -m runner serve (--socket PATH | --listen tcp://127.0.0.1:PORT) [SETTINGS]
     The service for the bot.  Prints one "READY {...}" line when it has
     proved its isolation (or "ERROR Type: message" and exits 2).
+
+Both read the runner's settings from the environment (RUNNER_*, see
+config.py); a flag given here overrides its variable (``--help`` lists them).
 """
 
 from __future__ import annotations
@@ -15,65 +18,55 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 
-from .errors import RunnerError
+from . import config as settings
+from .backend import Backend
+from .config import RunnerConfig, parse_address
+from .docker_backend import DockerBackend, DockerConfig
+from .errors import InvalidRequest, RunnerConfigError, RunnerError
+from .pool import Pool, PoolConfig
+from .service import scrub_environment, serve_forever
 
 
-def _backend(args):
-    if args.backend == "docker":
-        from .docker_backend import DockerBackend, DockerConfig
-
-        return DockerBackend(DockerConfig.from_env(pool_size=args.pool))
-    from .pool import Pool, PoolConfig
-
-    return Pool(PoolConfig.from_env(size=args.pool, queue=args.queue, startup_timeout_s=args.startup_timeout))
+def make_backend(config: RunnerConfig) -> Backend:
+    """The backend ``config`` chooses, configured from it (not started)."""
+    if config.backend == "docker":
+        return DockerBackend(DockerConfig.from_config(config))
+    return Pool(PoolConfig.from_config(config))
 
 
-async def _serve(args) -> int:
-    from .service import scrub_environment, serve_forever
-
+async def _serve(config: RunnerConfig, addresses: list[str], watch_stdin: bool) -> int:
     scrub_environment()
-    addresses = []
-    if args.socket:
-        addresses.append(f"unix://{args.socket}" if args.socket.startswith("/") else args.socket)
-    if args.listen:
-        addresses.append(args.listen)
-    if not addresses:
-        print("ERROR InvalidRequest: give --socket PATH or --listen tcp://HOST:PORT", flush=True)
-        return 2
-    backend = _backend(args)
+    backend = make_backend(config)
     try:
         await backend.start()
     except RunnerError as e:
         print(f"ERROR {type(e).__name__}: {e}", flush=True)
         return 2
-    await serve_forever(backend, addresses, watch_stdin=args.watch_stdin)
+    await serve_forever(backend, addresses, watch_stdin=watch_stdin)
     return 0
 
 
-async def _exec(args) -> int:
-    backend = _backend(args)
+async def _exec(config: RunnerConfig, files: list[tuple[str, str]], as_json: bool) -> int:
+    backend = make_backend(config)
     try:
         await backend.start()
     except RunnerError as e:
         print(f"runner: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
     try:
-        sources = []
-        for path in args.files:
-            with open(path, encoding="utf-8", errors="surrogateescape") as f:
-                sources.append(f.read())
-        tasks = [asyncio.ensure_future(backend.run(src)) for src in sources]
+        tasks = [asyncio.ensure_future(backend.run(src)) for _, src in files]
         all_ok = True
-        for path, task in zip(args.files, tasks, strict=False):
+        for (path, _), task in zip(files, tasks, strict=True):
             try:
                 res = await task
             except RunnerError as e:
                 print(f"runner: {path}: {type(e).__name__}: {e}", file=sys.stderr)
                 return 2
             all_ok &= res.status == "ok"
-            if args.json:
+            if as_json:
                 print(json.dumps(res.public_dict(), ensure_ascii=False), flush=True)
             else:
                 how = f"exit {res.exit_code}" if res.signal is None else f"signal {res.signal}"
@@ -92,36 +85,67 @@ async def _exec(args) -> int:
         await backend.close()
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m runner")
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m runner",
+        description="Run learners' snippets in the sandbox. Settings come from RUNNER_* variables; flags override.",
+    )
     sub = p.add_subparsers(dest="cmd", required=True)
-    for name in ("exec", "serve"):
-        sp = sub.add_parser(name)
-        sp.add_argument("--pool", type=int, default=None, help="jobs at once (default 2)")
-        sp.add_argument("--queue", type=int, default=None, help="jobs allowed to wait (default 32)")
-        sp.add_argument("--backend", choices=("sandbox", "docker"), default="sandbox")
-        sp.add_argument("--startup-timeout", type=float, default=None)
+    for name, what in (("exec", "run files as jobs, one result each"), ("serve", "serve the bot on a socket")):
+        sp = sub.add_parser(name, help=what, description=f"{what.capitalize()}. {p.description}")
+        settings.add_flags(sp)
         sp.add_argument("-v", "--verbose", action="store_true")
         if name == "exec":
             sp.add_argument("--json", action="store_true", help="one JSON object per line")
             sp.add_argument("files", nargs="+")
         else:
-            sp.add_argument("--socket", help="Unix socket path to listen on")
-            sp.add_argument("--listen", help="tcp://127.0.0.1:PORT (no authentication: keep it local)")
+            sp.add_argument("--socket", metavar="PATH", help="Unix socket path to listen on")
+            sp.add_argument("--listen", metavar="URL", help="tcp://127.0.0.1:PORT (no authentication: keep it local)")
             sp.add_argument(
                 "--watch-stdin", action="store_true", help="exit when stdin closes (used by the embedded client)"
             )
-    args = p.parse_args(argv)
+    return p
+
+
+def _read_files(paths: list[str]) -> list[tuple[str, str]]:
+    """(path, source) of each file; RunnerConfigError naming the first one that cannot be read."""
+    files = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8", errors="surrogateescape") as f:
+                files.append((path, f.read()))
+        except OSError as e:
+            raise RunnerConfigError(f"cannot read {path}: {e.strerror}") from None
+    return files
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
         stream=sys.stderr,
     )
-    if args.pool is None:
-        args.pool = None
-    coro = _exec(args) if args.cmd == "exec" else _serve(args)
     try:
-        return asyncio.run(coro)
+        config = settings.from_flags(RunnerConfig.from_env(os.environ), args)
+        if args.cmd == "exec":
+            files = _read_files(args.files)
+        else:
+            socket = args.socket and (args.socket if "://" in args.socket else os.path.abspath(args.socket))
+            addresses = [str(parse_address(socket, "--socket"))] if socket else []
+            addresses += [str(parse_address(args.listen, "--listen"))] if args.listen else []
+            if not addresses:
+                raise InvalidRequest("give --socket PATH or --listen tcp://HOST:PORT")
+    except RunnerError as e:
+        if args.cmd == "serve":
+            print(f"ERROR {type(e).__name__}: {e}", flush=True)
+        else:
+            print(f"runner: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    try:
+        if args.cmd == "exec":
+            return asyncio.run(_exec(config, files, args.json))
+        return asyncio.run(_serve(config, addresses, args.watch_stdin))
     except KeyboardInterrupt:
         return 130
 

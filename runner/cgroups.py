@@ -318,7 +318,7 @@ class CgroupTree:
                 _remove_tree(d)
 
     def _make(self, slots: int) -> None:
-        for c, d in self.dirs.items():
+        for d in self.dirs.values():
             d.mkdir(exist_ok=True)
         if self.layout.version == 2:
             self._enable_v2_controllers()

@@ -1,6 +1,7 @@
-"""The bot's side: an asyncio client for the runner service.  Never imports torch.
+"""The runner's one public surface, and the bot's side of it: an asyncio client.  Never imports torch.
 
-    async with RunnerClient.embedded(RunnerConfig()) as runner:
+    config = RunnerConfig.from_env(os.environ)  # every RUNNER_* setting; RunnerConfigError if one is invalid
+    async with RunnerClient.embedded(config) as runner:
         result = await runner.run("print(1 + 1)")
         graded = await runner.run(code, checks=ExerciseChecks(checks=(Check("g", "x.grad", expect=6.0),)))
 
@@ -8,10 +9,12 @@
         ...
 
 ``embedded`` starts ``python -m runner serve`` as a child process with a
-scrubbed environment (no bot token or other secret ever reaches it), waits
-until it has proved its isolation, and stops it on exit.  ``connect`` talks to
-a runner started elsewhere (``unix:///path``, a bare path, or
-``tcp://host:port``).
+scrubbed environment (no bot token or other secret ever reaches it: only
+PATH, LANG and the config's own RUNNER_* settings), waits until it has proved
+its isolation, and stops it on exit.  ``connect`` talks to a runner started
+elsewhere (``unix:///path``, an absolute path, or ``tcp://host:port``: see
+``parse_address``).  The bot imports the names in ``__all__`` from here and
+nothing else of runner/.
 """
 
 from __future__ import annotations
@@ -22,21 +25,30 @@ import itertools
 import json
 import os
 import shutil
-import sys
 import tempfile
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Coroutine, Generator, Mapping
 from pathlib import Path
 from typing import Any
 
 from . import protocol
-from .errors import BY_NAME, ProtocolError, RunnerBusy, RunnerClosed, RunnerError, SandboxUnavailable
+from .config import RunnerConfig, TcpAddress, UnixAddress, parse_address
+from .errors import (
+    BY_NAME,
+    ProtocolError,
+    RunnerBusy,
+    RunnerClosed,
+    RunnerConfigError,
+    RunnerError,
+    SandboxUnavailable,
+)
+from .grading import KINDS as CHECK_KINDS
 from .grading import Check, ExerciseChecks
 from .limits import Limits
 from .result import CheckOutcome, RunResult
 
 # The runner's one public surface: the bot imports these names from here and nothing else of runner/.
 __all__ = [
+    "CHECK_KINDS",
     "Check",
     "CheckOutcome",
     "ExerciseChecks",
@@ -46,80 +58,52 @@ __all__ = [
     "RunnerClient",
     "RunnerClosed",
     "RunnerConfig",
+    "RunnerConfigError",
     "RunnerError",
     "SandboxUnavailable",
+    "TcpAddress",
+    "UnixAddress",
+    "parse_address",
 ]
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 
 
-@dataclass(frozen=True)
-class RunnerConfig:
-    """How to start an embedded runner (env: RUNNER_POOL, RUNNER_QUEUE, RUNNER_BACKEND,
-    RUNNER_BWRAP, RUNNER_SANDBOX_UID, RUNNER_STARTUP_TIMEOUT)."""
-
-    pool_size: int = 2  # jobs at once
-    queue: int = 32  # jobs waiting beyond those; more -> RunnerBusy
-    backend: str = "sandbox"  # "sandbox" (bwrap + namespaces) or "docker"
-    python: str = sys.executable  # interpreter for the worker (needs torch)
-    startup_timeout_s: float = 180.0  # seconds to import torch and prove isolation
-    request_timeout_s: float | None = None  # None: the job's own wall limit + margin
-    # Extra variables for the worker, e.g. {"RUNNER_BWRAP": "/usr/bin/bwrap"}.
-    # Only these, PATH and LANG reach it: never the bot's environment.
-    env: Mapping[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> RunnerConfig:
-        env = os.environ if env is None else env
-        kw: dict[str, Any] = {}
-        if env.get("RUNNER_POOL"):
-            kw["pool_size"] = int(env["RUNNER_POOL"])
-        if env.get("RUNNER_QUEUE"):
-            kw["queue"] = int(env["RUNNER_QUEUE"])
-        if env.get("RUNNER_BACKEND"):
-            kw["backend"] = env["RUNNER_BACKEND"]
-        if env.get("RUNNER_STARTUP_TIMEOUT"):
-            kw["startup_timeout_s"] = float(env["RUNNER_STARTUP_TIMEOUT"])
-        kw["env"] = {k: v for k, v in env.items() if k in ("RUNNER_BWRAP", "RUNNER_SANDBOX_UID", "RUNNER_DOCKER_IMAGE")}
-        return cls(**kw)
-
-
 def worker_env(config: RunnerConfig) -> dict[str, str]:
-    """The worker's whole environment: nothing secret, nothing inherited."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "PYTHONPATH": PACKAGE_PARENT}
-    if os.environ.get("DOCKER_HOST") and config.backend == "docker":
-        env["DOCKER_HOST"] = os.environ["DOCKER_HOST"]
-    env.update(config.env)
-    return env
+    """The worker's whole environment: its settings (RUNNER_*), nothing secret, nothing else inherited."""
+    base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "PYTHONPATH": PACKAGE_PARENT}
+    return {**base, **config.to_env()}
 
 
 class _Opener:
     """Both ``await X`` and ``async with X as client`` work."""
 
-    def __init__(self, factory) -> None:
+    def __init__(self, factory: Callable[[], Coroutine[Any, Any, RunnerClient]]) -> None:
         self._factory = factory
         self._client: RunnerClient | None = None
 
-    def __await__(self):
+    def __await__(self) -> Generator[Any, None, RunnerClient]:
         return self._factory().__await__()
 
     async def __aenter__(self) -> RunnerClient:
         self._client = await self._factory()
         return self._client
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         if self._client is not None:
             await self._client.close()
 
 
 class RunnerClient:
+    """A connection to a runner; ``run`` a snippet, get a RunResult.  Open it with ``connect`` or ``embedded``."""
+
     def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, config: RunnerConfig | None = None
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request_timeout_s: float | None = None
     ) -> None:
         self._reader, self._writer = reader, writer
-        self._config = config or RunnerConfig()
+        self._request_timeout_s = request_timeout_s
         self._ids = itertools.count(1)
-        self._pending: dict[int, asyncio.Future] = {}
+        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._lock = asyncio.Lock()
         self._closed = False
         self._proc: asyncio.subprocess.Process | None = None
@@ -130,19 +114,19 @@ class RunnerClient:
     # --- opening -----------------------------------------------------------
     @classmethod
     def connect(cls, address: str, timeout: float = 10.0) -> _Opener:
-        """A runner already running at ``unix:///path``, a path, or ``tcp://host:port``."""
+        """A runner already running at ``unix:///path``, an absolute path, or ``tcp://host:port``.
+
+        A malformed address raises RunnerConfigError here; an unreachable one, RunnerClosed when awaited.
+        """
+        where = parse_address(address)
 
         async def open_() -> RunnerClient:
-            kind, where = protocol.parse_address(address)
             try:
-                if kind == "unix":
-                    r, w = await asyncio.wait_for(
-                        asyncio.open_unix_connection(where, limit=protocol.MAX_FRAME + 8), timeout
-                    )
+                if isinstance(where, UnixAddress):
+                    opening = asyncio.open_unix_connection(where.path, limit=protocol.MAX_FRAME + 8)
                 else:
-                    r, w = await asyncio.wait_for(
-                        asyncio.open_connection(*where, limit=protocol.MAX_FRAME + 8), timeout
-                    )
+                    opening = asyncio.open_connection(where.host, where.port, limit=protocol.MAX_FRAME + 8)
+                r, w = await asyncio.wait_for(opening, timeout)
             except (TimeoutError, OSError) as e:
                 raise RunnerClosed(f"cannot reach the runner at {address}: {e}") from None
             client = cls(r, w)
@@ -153,30 +137,15 @@ class RunnerClient:
 
     @classmethod
     def embedded(cls, config: RunnerConfig | None = None) -> _Opener:
-        """Start ``python -m runner serve`` as our child and connect to it."""
+        """Start ``python -m runner serve`` as our child, with every setting of ``config``, and connect to it."""
         config = config or RunnerConfig()
 
         async def open_() -> RunnerClient:
             tmpdir = tempfile.mkdtemp(prefix="coursebot-runner-")
             os.chmod(tmpdir, 0o700)
             sock = os.path.join(tmpdir, "runner.sock")
-            argv = [
-                config.python,
-                "-m",
-                "runner",
-                "serve",
-                "--socket",
-                sock,
-                "--pool",
-                str(config.pool_size),
-                "--queue",
-                str(config.queue),
-                "--backend",
-                config.backend,
-                "--watch-stdin",
-                "--startup-timeout",
-                str(config.startup_timeout_s),
-            ]
+            # The settings travel in the worker's environment (worker_env), which it reads as any runner does.
+            argv = [config.python, "-m", "runner", "serve", "--socket", sock, "--watch-stdin"]
             proc = await asyncio.create_subprocess_exec(
                 *argv,
                 stdin=asyncio.subprocess.PIPE,
@@ -186,21 +155,18 @@ class RunnerClient:
                 limit=1 << 20,
             )
             try:
+                # The worker imports torch (startup_timeout_s at most), then proves its isolation.
                 line = await asyncio.wait_for(_ready_line(proc), config.startup_timeout_s + 30)
+                if not line.startswith("READY "):
+                    raise _error_from_line(line)
             except BaseException:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
                 await proc.wait()
                 shutil.rmtree(tmpdir, ignore_errors=True)
                 raise
-            if not line.startswith("READY "):
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
-                shutil.rmtree(tmpdir, ignore_errors=True)
-                raise _error_from_line(line)
             r, w = await asyncio.open_unix_connection(sock, limit=protocol.MAX_FRAME + 8)
-            client = cls(r, w, config)
+            client = cls(r, w, config.request_timeout_s)
             client._proc, client._tmpdir = proc, tmpdir
             client.info = json.loads(line[len("READY ") :])
             return client
@@ -226,7 +192,7 @@ class RunnerClient:
         }
         if seed is not None:
             msg["seed"] = seed
-        timeout = self._config.request_timeout_s
+        timeout = self._request_timeout_s
         if timeout is None:
             wall = (lim or {}).get("wall_time_s") or self.info.get("limits", {}).get("wall_time_s", 10.0)
             # Queueing plus a reference run for graded checks, plus margin.
@@ -240,7 +206,7 @@ class RunnerClient:
         if self._closed:
             raise RunnerClosed("the runner client is closed")
         rid = next(self._ids)
-        fut = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[rid] = fut
         try:
             async with self._lock:
@@ -255,8 +221,7 @@ class RunnerClient:
             self._pending.pop(rid, None)
         if reply.get("ok"):
             return reply.get("result")
-        err = reply.get("error") or {}
-        raise BY_NAME.get(err.get("type"), RunnerError)(err.get("message", "runner error"))
+        raise _error_from_reply(reply)
 
     async def _read_loop(self) -> None:
         exc: BaseException = RunnerClosed("the runner closed the connection")
@@ -265,12 +230,12 @@ class RunnerClient:
                 msg = await protocol.read_frame(self._reader)
                 if msg is None:
                     break
-                fut = self._pending.get(msg.get("id"))
+                rid = msg.get("id")
+                fut = self._pending.get(rid) if isinstance(rid, int) else None
                 if fut is not None and not fut.done():
                     fut.set_result(msg)
-                elif msg.get("id") is None and not msg.get("ok"):
-                    err = msg.get("error") or {}
-                    exc = BY_NAME.get(err.get("type"), RunnerError)(err.get("message"))
+                elif rid is None and not msg.get("ok"):
+                    exc = _error_from_reply(msg)
                     break
         except ProtocolError as e:
             exc = e
@@ -308,7 +273,7 @@ class RunnerClient:
     async def __aenter__(self) -> RunnerClient:
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
 
@@ -322,6 +287,13 @@ async def _ready_line(proc: asyncio.subprocess.Process) -> str:
         line = raw.decode("utf-8", "replace").strip()
         if line.startswith(("READY ", "ERROR ")):
             return line
+
+
+def _error_from_reply(reply: Mapping[str, Any]) -> RunnerError:
+    """The exception a failed reply names (a plain RunnerError for names we do not know)."""
+    err = reply.get("error")
+    err = err if isinstance(err, dict) else {}
+    return BY_NAME.get(str(err.get("type")), RunnerError)(str(err.get("message", "runner error")))
 
 
 def _error_from_line(line: str) -> RunnerError:

@@ -1,8 +1,8 @@
 """An alternative backend: one throw-away Docker container per job.
 
-Selected with ``--backend docker`` (or RUNNER_BACKEND=docker for the embedded
-client).  It needs the ``docker`` SDK (optional dependency) and a reachable
-engine, plus an image with Python and torch (RUNNER_DOCKER_IMAGE).  Every job
+Selected with RUNNER_BACKEND=docker (or ``--backend docker``).  It needs the
+``docker`` SDK (optional dependency) and a reachable engine (DOCKER_HOST), plus
+an image with Python and torch (RUNNER_DOCKER_IMAGE).  Every job
 gets: no network (``network_mode="none"``), a read-only root, a tmpfs working
 dir and /tmp, memory (no swap) and pids limits, rlimits for CPU, file size and
 descriptors, ``cap_drop=ALL``, ``no-new-privileges``, a non-root user and a
@@ -19,16 +19,18 @@ runner package installed (the project's Dockerfile image has).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
+import contextlib
 import json
-import os
-import secrets
+import signal
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import grading
-from .errors import InvalidRequest, JobFailed, RunnerBusy, SandboxUnavailable
+from . import backend, grading
+from .backend import JobEnd, Request, Slots
+from .config import RunnerConfig
+from .errors import JobFailed, SandboxUnavailable
 from .limits import DEFAULT, Limits
 from .result import RunResult
 
@@ -86,24 +88,22 @@ def split_report(stderr: bytes) -> tuple[bytes, bytes | None]:
 
 @dataclass(frozen=True)
 class DockerConfig:
-    image: str = "coursebot-runner:latest"  # must contain python3 and torch
-    python: str = "python3"
+    image: str  # must contain python3, torch and the runner package
+    pool_size: int  # containers at once
+    queue: int  # jobs allowed to wait for a container; one more -> RunnerBusy
+    base_url: str | None  # the engine; None: Docker's default socket
+    python: str = "python3"  # the image's interpreter
     user: str = "65534:65534"  # never root in the container
-    pool_size: int = 2  # containers at once
-    queue: int = 32
-    limits: Limits = DEFAULT
-    base_url: str | None = None  # None: DOCKER_HOST or the default socket
+    limits: Limits = DEFAULT  # default limits of a job
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> DockerConfig:
-        env = dict(os.environ if env is None else env)
-        kw: dict[str, Any] = {}
-        if env.get("RUNNER_DOCKER_IMAGE"):
-            kw["image"] = env["RUNNER_DOCKER_IMAGE"]
-        if env.get("DOCKER_HOST"):
-            kw["base_url"] = env["DOCKER_HOST"]
-        kw.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**kw)
+    def from_config(cls, config: RunnerConfig) -> DockerConfig:
+        return cls(
+            image=config.docker_image,
+            pool_size=config.pool_size,
+            queue=config.queue,
+            base_url=config.docker_host,
+        )
 
 
 def container_config(
@@ -146,35 +146,26 @@ def container_config(
     }
 
 
-def classify(
-    exit_code: int | None, oom_killed: bool, timed_out: bool, truncated: bool, stderr: str
-) -> tuple[str, int | None, int | None]:
-    """(status, exit_code, signal) from what Docker reports.  Pure."""
+def job_end(exit_code: int | None, oom_killed: bool, timed_out: bool, truncated: bool, stderr: str) -> JobEnd:
+    """How a container's job ended, from what Docker reports (a signal N shows as exit code 128 + N).  Pure."""
+    code: int | None
+    sig: int | None
     if truncated:
-        return "output_limit", exit_code, None
-    if timed_out:
-        return "timeout", None, 9
-    if oom_killed:
-        return "memory_limit", None, 9
-    if exit_code is not None and exit_code > 128:
-        sig = exit_code - 128
-        return ("timeout" if sig == 24 else "killed"), None, sig
-    if exit_code:
-        tail = stderr.strip().splitlines()[-1:] or [""]
-        from .pool import MEMORY_ERROR_MARKERS
-
-        if any(m in tail[0] for m in MEMORY_ERROR_MARKERS):
-            return "memory_limit", exit_code, None
-        return "error", exit_code, None
-    return "ok", 0, None
+        code, sig = exit_code, None
+    elif timed_out or oom_killed:
+        code, sig = None, int(signal.SIGKILL)  # we killed it, or the kernel did
+    elif exit_code is not None and exit_code > 128:
+        code, sig = None, exit_code - 128
+    else:
+        code, sig = exit_code or 0, None
+    return JobEnd(code, sig, stderr, truncated=truncated, timed_out=timed_out, oom_killed=oom_killed)
 
 
 class DockerBackend:
-    def __init__(self, config: DockerConfig | None = None) -> None:
-        self.config = config or DockerConfig()
-        self.client = None
-        self._sem = asyncio.Semaphore(self.config.pool_size)
-        self._waiting = 0
+    def __init__(self, config: DockerConfig) -> None:
+        self.config = config
+        self.client: Any = None  # a docker.DockerClient once started (the SDK has no type information)
+        self._slots = Slots(config.pool_size, config.queue)
 
     async def start(self) -> DockerBackend:
         try:
@@ -186,56 +177,42 @@ class DockerBackend:
                 docker.DockerClient(base_url=self.config.base_url) if self.config.base_url else docker.from_env()
             )
             await asyncio.to_thread(self.client.ping)
-        except Exception as e:
+        except Exception as e:  # the SDK raises its own errors and requests' alike
             raise SandboxUnavailable(f"no Docker engine reachable: {e}") from None
         return self
 
     def stats(self) -> dict[str, Any]:
-        return {"backend": "docker", "size": self.config.pool_size, "image": self.config.image}
+        """What the backend runs with and what it is doing (the service's "info")."""
+        return {
+            "backend": "docker",
+            "size": self.config.pool_size,
+            "queue": self.config.queue,
+            "image": self.config.image,
+            "docker_host": self.config.base_url,
+            "running": self._slots.running,
+            "waiting": self._slots.waiting,
+        }
 
     async def run(
         self,
         code: str,
-        limits: Limits | dict | None = None,
+        limits: Limits | Mapping[str, Any] | None = None,
         checks: grading.ExerciseChecks | None = None,
         seed: int | None = None,
     ) -> RunResult:
-        if checks is not None and not isinstance(checks, grading.ExerciseChecks):
-            raise InvalidRequest("checks must be an ExerciseChecks")
         if self.client is None:
             raise SandboxUnavailable("the docker backend is not started")
-        lim = limits if isinstance(limits, Limits) else Limits.from_dict(limits, self.config.limits)
-        if seed is None:
-            seed = checks.seed if checks is not None and checks.seed is not None else secrets.randbits(63)
-        reference_values = None
-        if checks is not None and checks.needs_reference:
-            res, report, nonce = await self._job(checks.reference, lim, seed, checks)
-            reference_values = grading.parse_report(report or b"", nonce) if res.status == "ok" else None
-            if reference_values is None:
-                raise JobFailed(f"the exercise's reference solution did not run cleanly (status {res.status})")
-        res, report, nonce = await self._job(code, lim, seed, checks)
-        if checks is None:
-            return res
-        outcomes, passed = grading.verify(checks, res.status, report, nonce, reference_values)
-        return dataclasses.replace(res, checks=outcomes, passed=passed)
+        request = Request.of(code, limits, checks, seed, self.config.limits)
+        return await backend.run_request(request, self._run_in_slot, self._reference)
 
-    async def _job(
-        self, code: str, lim: Limits, seed: int, checks: grading.ExerciseChecks | None
-    ) -> tuple[RunResult, bytes | None, str | None]:
-        if self._sem.locked() and self._waiting >= self.config.queue:
-            raise RunnerBusy("all containers busy and the queue is full")
-        nonce = grading.new_nonce() if checks is not None else None
-        spec = grading.job_spec(checks, nonce) if checks is not None else None
-        self._waiting += 1
-        try:
-            await self._sem.acquire()
-        finally:
-            self._waiting -= 1
-        try:
-            res, report = await asyncio.to_thread(self._run_sync, code, lim, seed, spec)
-            return res, report, nonce
-        finally:
-            self._sem.release()
+    async def _reference(self, checks: grading.ExerciseChecks, lim: Limits, seed: int) -> Mapping[str, Any]:
+        return await backend.run_reference(self._run_in_slot, checks, lim, seed)
+
+    async def _run_in_slot(
+        self, code: str, lim: Limits, seed: int, spec: dict[str, Any] | None
+    ) -> tuple[RunResult, bytes | None]:
+        async with self._slots.take():
+            return await asyncio.to_thread(self._run_sync, code, lim, seed, spec)
 
     def _run_sync(
         self, code: str, lim: Limits, seed: int, spec: dict[str, Any] | None
@@ -248,7 +225,7 @@ class DockerBackend:
             try:
                 state = cont.wait(timeout=lim.wall_time_s)
                 exit_code = state.get("StatusCode")
-            except Exception:
+            except Exception:  # the SDK's read timeout: the wall-clock limit ran out
                 timed_out = True
                 exit_code = None
                 cont.kill()
@@ -260,22 +237,20 @@ class DockerBackend:
         except Exception as e:
             raise JobFailed(f"docker job failed: {e}") from None
         finally:
-            try:
+            with contextlib.suppress(Exception):
                 cont.remove(force=True)
-            except Exception:
-                pass
         err, report = split_report(err) if spec is not None else (err, None)
         truncated = len(out) + len(err) > lim.output_bytes
         out = out[: lim.output_bytes]
         err = err[: max(0, lim.output_bytes - len(out))]
         stderr = err.decode("utf-8", "replace")
-        status, code_, sig = classify(exit_code, oom, timed_out, truncated, stderr)
+        end = job_end(exit_code, oom, timed_out, truncated, stderr)
         result = RunResult(
-            status=status,
+            status=backend.classify(end, lim),
             stdout=out.decode("utf-8", "replace"),
             stderr=stderr,
-            exit_code=code_,
-            signal=sig,
+            exit_code=end.exit_code,
+            signal=end.signal,
             duration_ms=round(duration, 3),
             truncated=truncated,
         )
@@ -283,7 +258,5 @@ class DockerBackend:
 
     async def close(self) -> None:
         if self.client is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self.client.close()
-            except Exception:
-                pass

@@ -35,9 +35,22 @@ class InvalidRequest(RunnerError):
     """A job request is malformed (bad limits, bad checks, code too large)."""
 
 
+class RunnerConfigError(RunnerError):
+    """A setting of the runner (a RUNNER_* variable, a flag, an address) is invalid; the message says how to fix it."""
+
+
 # Names usable across the wire: the service sends the class name, the client
 # re-raises the matching class (unknown names become a plain RunnerError).
 BY_NAME: dict[str, type[RunnerError]] = {
     cls.__name__: cls
-    for cls in (RunnerError, SandboxUnavailable, RunnerBusy, ProtocolError, RunnerClosed, JobFailed, InvalidRequest)
+    for cls in (
+        RunnerError,
+        SandboxUnavailable,
+        RunnerBusy,
+        ProtocolError,
+        RunnerClosed,
+        JobFailed,
+        InvalidRequest,
+        RunnerConfigError,
+    )
 }

@@ -49,7 +49,7 @@ import json
 import math
 import os
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,7 +130,7 @@ class ExerciseChecks:
             return cls(
                 checks=tuple(Check.from_dict(c) for c in d["checks"]), reference=d.get("reference"), seed=d.get("seed")
             )
-        except (KeyError, TypeError) as e:
+        except (KeyError, TypeError, AttributeError) as e:
             raise InvalidRequest(f"malformed checks: {e}") from None
 
 
@@ -337,14 +337,14 @@ def _is_num(x: Any) -> bool:
 
 def _close(a: Any, b: Any, rtol: float, atol: float) -> bool:
     if _is_num(a) and _is_num(b):
-        a, b = float(a), float(b)
-        if math.isnan(a) or math.isnan(b):
-            return math.isnan(a) and math.isnan(b)
-        if math.isinf(a) or math.isinf(b):
-            return a == b
-        return abs(a - b) <= atol + rtol * abs(b)
+        fa, fb = float(a), float(b)
+        if math.isnan(fa) or math.isnan(fb):
+            return math.isnan(fa) and math.isnan(fb)
+        if math.isinf(fa) or math.isinf(fb):
+            return fa == fb
+        return abs(fa - fb) <= atol + rtol * abs(fb)
     if isinstance(a, bool) and isinstance(b, bool):
-        return a == b
+        return a is b
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(_close(x, y, rtol, atol) for x, y in zip(a, b, strict=False))
     return False
@@ -363,7 +363,7 @@ def _strict_eq(a: Any, b: Any) -> bool:
 
 def _summary(v: Any, limit: int = 80) -> str:
     if isinstance(v, dict) and "__error__" in v:
-        return v["__error__"]
+        return str(v["__error__"])
     if isinstance(v, dict) and "__object__" in v:
         return f"<{v['__object__']}>"
     d = _data(v)
@@ -407,7 +407,7 @@ def _tensor_repr(t: Mapping[str, Any], data: Any) -> str:
     return "tensor(" + ", ".join([body, *extras]) + ")"
 
 
-def _flatten(d: Any):
+def _flatten(d: Any) -> Iterator[Any]:
     if isinstance(d, list):
         for x in d:
             yield from _flatten(x)

@@ -72,22 +72,3 @@ async def read_frame(reader: asyncio.StreamReader) -> dict[str, Any] | None:
 async def write_frame(writer: asyncio.StreamWriter, msg: dict[str, Any]) -> None:
     writer.write(encode(msg))
     await writer.drain()
-
-
-def parse_address(addr: str) -> tuple[str, Any]:
-    """``unix:///path`` or a bare path -> ("unix", path); ``tcp://h:p`` -> ("tcp", (h, p))."""
-    if addr.startswith("unix://"):
-        path = addr[len("unix://") :]
-        if not path.startswith("/"):
-            raise ValueError(f"unix address needs an absolute path: {addr!r}")
-        return "unix", path
-    if addr.startswith("tcp://"):
-        rest = addr[len("tcp://") :]
-        host, sep, port = rest.rpartition(":")
-        if not sep or not port.isdigit():
-            raise ValueError(f"tcp address needs host:port: {addr!r}")
-        host = host.strip("[]") or "127.0.0.1"
-        return "tcp", (host, int(port))
-    if "://" in addr:
-        raise ValueError(f"unsupported address scheme: {addr!r}")
-    return "unix", addr

@@ -47,9 +47,13 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import SandboxUnavailable
 from .limits import Limits
+
+if TYPE_CHECKING:  # the zygote imports this module inside the sandbox: nothing more than it needs
+    from .config import RunnerConfig
 
 # --- constants (linux/sched.h, linux/mount.h, linux/prctl.h) ---------------
 CLONE_NEWNS = 0x00020000
@@ -78,7 +82,6 @@ SCM_CREDENTIALS = 2
 WORKDIR = "/sandbox"  # the job's fresh, empty working directory
 PKG_ROOT = "/opt/coursebot"  # this package is bound read-only at PKG_ROOT/runner
 INNER_HOSTNAME = "sandbox"
-DEFAULT_SANDBOX_UID = 63333  # an otherwise unused host uid for the sandbox when we are root
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -112,7 +115,10 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int, data:
 
 
 def prctl(option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 0) -> int:
-    return _libc.prctl(option, ctypes.c_ulong(arg2), ctypes.c_ulong(arg3), ctypes.c_ulong(arg4), ctypes.c_ulong(arg5))
+    rc: int = _libc.prctl(
+        option, ctypes.c_ulong(arg2), ctypes.c_ulong(arg3), ctypes.c_ulong(arg4), ctypes.c_ulong(arg5)
+    )
+    return rc
 
 
 # --- host-side configuration ----------------------------------------------
@@ -120,26 +126,20 @@ def prctl(option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 
 
 @dataclass(frozen=True)
 class SandboxConfig:
-    """Where things are on the host and who the sandbox runs as."""
+    """Where things are on the host and who the sandbox runs as (from a RunnerConfig: ``from_config``)."""
 
-    bwrap: str = "/usr/bin/bwrap"
-    python: str = sys.executable  # the interpreter that runs inside
-    sandbox_uid: int = DEFAULT_SANDBOX_UID  # host uid when the runner is root
-    sandbox_gid: int = DEFAULT_SANDBOX_UID
+    bwrap: str
+    python: str  # the interpreter that runs inside
+    sandbox_uid: int  # host uid when the runner is root
+    sandbox_gid: int
     extra_ro_binds: tuple[str, ...] = ()  # more host paths to expose read-only
     stage_parent: str = "/tmp"  # where the launcher's staging dir goes (root only)
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> SandboxConfig:
-        env = dict(os.environ if env is None else env)
-        kw: dict = {}
-        if env.get("RUNNER_BWRAP"):
-            kw["bwrap"] = env["RUNNER_BWRAP"]
-        elif shutil.which("bwrap"):
-            kw["bwrap"] = shutil.which("bwrap")
-        if env.get("RUNNER_SANDBOX_UID"):
-            kw["sandbox_uid"] = kw["sandbox_gid"] = int(env["RUNNER_SANDBOX_UID"])
-        return cls(**kw)
+    def from_config(cls, config: RunnerConfig) -> SandboxConfig:
+        return cls(
+            bwrap=config.bwrap, python=config.python, sandbox_uid=config.sandbox_uid, sandbox_gid=config.sandbox_uid
+        )
 
 
 def _real_dir(p: str) -> str | None:
@@ -384,6 +384,15 @@ def launcher_main() -> None:
 
 # --- host capability checks -------------------------------------------------
 
+# How to fix a host where the sandbox cannot start or its isolation does not hold.
+HOST_FIX = (
+    "to fix the host: install bubblewrap (apt-get install -y bubblewrap), enable "
+    "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; "
+    "sysctl user.max_user_namespaces=15000; on Ubuntu also "
+    "sysctl kernel.apparmor_restrict_unprivileged_userns=0), and give the runner "
+    "write access to its cgroup (pids + memory controllers)"
+)
+
 
 def host_problems(cfg: SandboxConfig) -> list[str]:
     """Cheap static checks, each problem phrased as how to fix the host."""
@@ -459,7 +468,7 @@ class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
-_CAPS: tuple | None = None
+_CAPS: tuple[_CapHeader, ctypes.Array[_CapData]] | None = None
 _BOUNDING: tuple[int, ...] | None = None  # capabilities in the zygote's bounding set
 
 

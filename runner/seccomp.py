@@ -289,17 +289,17 @@ class Assembler:
             else:
                 insns.append(it)
         out = []
+
+        def rel(target: int | str, pc: int) -> int:
+            if isinstance(target, int):
+                return target
+            off = labels[target] - pc - 1
+            if not 0 <= off <= 255:
+                raise ValueError(f"jump to {target} out of range ({off})")
+            return off
+
         for pc, ins in enumerate(insns):
-
-            def rel(target: int | str) -> int:
-                if isinstance(target, int):
-                    return target
-                off = labels[target] - pc - 1
-                if not 0 <= off <= 255:
-                    raise ValueError(f"jump to {target} out of range ({off})")
-                return off
-
-            out.append((ins.code, rel(ins.jt), rel(ins.jf), ins.k & 0xFFFFFFFF))
+            out.append((ins.code, rel(ins.jt, pc), rel(ins.jf, pc), ins.k & 0xFFFFFFFF))
         return out
 
 

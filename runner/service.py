@@ -15,13 +15,15 @@ import os
 import re
 import signal
 import stat
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from . import protocol
+from .backend import Backend
+from .config import UnixAddress, parse_address
 from .errors import InvalidRequest, ProtocolError, RunnerError
 from .grading import ExerciseChecks
 from .limits import DEFAULT
-from .result import RunResult
 
 log = logging.getLogger("runner.service")
 
@@ -37,23 +39,17 @@ def scrub_environment() -> None:
             del os.environ[k]
 
 
-class Backend(Protocol):
-    async def run(
-        self, code: str, limits: Any = None, checks: ExerciseChecks | None = None, seed: int | None = None
-    ) -> RunResult: ...
-    def stats(self) -> dict[str, Any]: ...
-    async def close(self) -> None: ...
+Reply = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 class Service:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
-        self._servers: list[asyncio.AbstractServer] = []
-        self._conns: set[asyncio.Task] = set()
+        self._servers: list[asyncio.Server] = []
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         lock = asyncio.Lock()
-        tasks: set[asyncio.Task] = set()
+        tasks: set[asyncio.Task[None]] = set()
 
         async def reply(msg: dict[str, Any]) -> None:
             async with lock:
@@ -102,7 +98,7 @@ class Service:
                 writer.close()
                 await writer.wait_closed()
 
-    async def _answer(self, msg: dict[str, Any], reply) -> None:
+    async def _answer(self, msg: dict[str, Any], reply: Reply) -> None:
         rid = msg.get("id")
         try:
             result = await self.dispatch(msg)
@@ -140,9 +136,10 @@ class Service:
         raise InvalidRequest(f"unknown op {op!r}")
 
     async def listen(self, address: str) -> None:
-        kind, where = protocol.parse_address(address)
-        if kind == "unix":
-            path = where
+        """Accept connections at ``address`` (see config.parse_address; RunnerConfigError if malformed)."""
+        where = parse_address(address)
+        if isinstance(where, UnixAddress):
+            path = where.path
             with contextlib.suppress(FileNotFoundError):
                 if stat.S_ISSOCK(os.lstat(path).st_mode):
                     os.unlink(path)
@@ -152,10 +149,9 @@ class Service:
             finally:
                 os.umask(old)
         else:
-            host, port = where
-            if host not in ("127.0.0.1", "localhost", "::1"):
-                log.warning("listening on %s: the runner protocol has no authentication", host)
-            server = await asyncio.start_server(self.handle, host, port)
+            if where.host not in ("127.0.0.1", "localhost", "::1"):
+                log.warning("listening on %s: the runner protocol has no authentication", where.host)
+            server = await asyncio.start_server(self.handle, where.host, where.port)
         self._servers.append(server)
 
     def addresses(self) -> list[str]:

@@ -48,7 +48,7 @@ is reported there as {"error": MSG} instead).
 
 from __future__ import annotations
 
-import _signal
+import _signal  # type: ignore[import-not-found]  # signal's C half, no stubs; see _job_main
 import array
 import builtins
 import ctypes
@@ -67,6 +67,8 @@ import sys
 import threading
 import traceback
 import types
+from collections.abc import Sequence
+from typing import Any
 
 from . import grading, hugepages, nsinit, sandbox, seccomp
 from .limits import Limits
@@ -77,7 +79,7 @@ DONE_FD = 3  # the learner process says "finished, exit code N" here
 REPORT_FD = 4  # graded runs: the extracted values (see grading.py)
 
 
-def recv_msg(sock: socket.socket, bufsize: int = 65536) -> tuple[dict | None, list[int]]:
+def recv_msg(sock: socket.socket, bufsize: int = 65536) -> tuple[dict[str, Any] | None, list[int]]:
     fds = array.array("i")
     data, anc, _flags, _ = sock.recvmsg(bufsize, socket.CMSG_SPACE(MAX_FDS * fds.itemsize))
     for level, kind, cdata in anc:
@@ -87,10 +89,11 @@ def recv_msg(sock: socket.socket, bufsize: int = 65536) -> tuple[dict | None, li
         for fd in fds:
             os.close(fd)
         return None, []
-    return json.loads(data), list(fds)
+    msg = json.loads(data)
+    return (msg if isinstance(msg, dict) else {}), list(fds)
 
 
-def send_msg(sock: socket.socket, msg: dict, fds: list[int] = ()) -> None:
+def send_msg(sock: socket.socket, msg: dict[str, Any], fds: Sequence[int] = ()) -> None:
     data = json.dumps(msg).encode()
     if fds:
         sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
@@ -107,7 +110,7 @@ def _raw_clone(flags: int) -> int:
     """fork() with namespace flags (how nsforge is born); Python's own
     before/after-fork hooks run as for os.fork()."""
     _pythonapi.PyOS_BeforeFork()
-    pid = sandbox._libc.syscall(
+    pid: int = sandbox._libc.syscall(
         seccomp.SYSCALLS[seccomp.host_arch()]["clone"], ctypes.c_ulong(flags | signal.SIGCHLD), 0, 0, 0, 0
     )
     if pid == 0:
@@ -191,7 +194,7 @@ def _exit_code_of(e: SystemExit) -> int:
     return 1
 
 
-def run_snippet(source: str, checks: dict | None, report_fd: int | None) -> int:
+def run_snippet(source: str, checks: dict[str, Any] | None, report_fd: int | None) -> int:
     """Run learner code in a fresh __main__; returns the exit code."""
     linecache.cache[SNIPPET] = (len(source), None, source.splitlines(True), SNIPPET)
     main = types.ModuleType("__main__")
@@ -213,7 +216,8 @@ def run_snippet(source: str, checks: dict | None, report_fd: int | None) -> int:
             pass
         exit_code = 1
     try:
-        threading._shutdown()  # wait for the learner's non-daemon threads, as Python would
+        # Wait for the learner's non-daemon threads, as Python would at exit (its private hook for that).
+        threading._shutdown()  # type: ignore[attr-defined]
     except BaseException:
         pass
     # Graded checks run only after the code ran to its end: an early exit,
@@ -323,7 +327,8 @@ def _job_main(sup_fd: int, keep: set[int], tmpfs_bytes: int) -> None:
         if np is not None:
             np.random.seed(seed % (2**32))
         sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
-        sys.__stdout__, sys.__stderr__, sys.__stdin__ = stdout, stderr, stdin
+        # Code that prints through sys.__stdout__ must reach the job's pipe too (typeshed marks them Final).
+        sys.__stdout__, sys.__stderr__, sys.__stdin__ = stdout, stderr, stdin  # type: ignore[misc]
         sup.close()
         sup = None
         status = run_snippet(spec["code"], spec.get("checks"), REPORT_FD if report_fd is not None else None)
@@ -343,8 +348,8 @@ def _job_main(sup_fd: int, keep: set[int], tmpfs_bytes: int) -> None:
 
 # --- the zygote's loop -----------------------------------------------------
 
-_torch = None
-_JOB_FILTER = b""
+_torch: Any = None  # the torch module, once _warm_up imported it
+_JOB_FILTER: bytes | seccomp.Prepared = b""
 _DEFAULT_LIMITS = Limits()
 
 
@@ -415,7 +420,7 @@ def main(ctl_fd: int) -> None:
 
     while True:
         try:
-            readable, _, _ = select.select([ctl, wake_r], [], [])
+            readable, _, _ = select.select([ctl.fileno(), wake_r], [], [])
         except InterruptedError:
             continue
         if wake_r in readable:
@@ -425,7 +430,7 @@ def main(ctl_fd: int) -> None:
             except BlockingIOError:
                 pass
             _reap(ctl, jobs)
-        if ctl not in readable:
+        if ctl.fileno() not in readable:
             continue
         try:
             msg, fds = recv_msg(ctl)
@@ -443,9 +448,16 @@ def main(ctl_fd: int) -> None:
                 os.close(fd)
 
 
-def _spawn(ctl, forge, msg, fds, jobs, keep) -> None:
+def _spawn(
+    ctl: socket.socket,
+    forge: socket.socket,
+    msg: dict[str, Any],
+    fds: list[int],
+    jobs: dict[int, tuple[str, int]],
+    keep: set[int],
+) -> None:
     """Fork a G for a slot; it gets ready and waits for its job on ``sup``."""
-    job = msg.get("job")
+    job = str(msg.get("job"))
     try:
         if len(fds) != 1:
             raise RuntimeError(f"spawn needs 1 descriptor, got {len(fds)}")
@@ -481,7 +493,7 @@ def _spawn(ctl, forge, msg, fds, jobs, keep) -> None:
                 pass
 
 
-def _reap(ctl, jobs) -> None:
+def _reap(ctl: socket.socket, jobs: dict[int, tuple[str, int]]) -> None:
     while True:
         try:
             pid, status, ru = os.wait4(-1, os.WNOHANG)

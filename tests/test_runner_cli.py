@@ -57,3 +57,64 @@ def test_missing_bwrap_refuses_to_start():
     )
     assert p.returncode == 2
     assert "apt-get install -y bubblewrap" in p.stderr
+
+
+def test_a_bad_setting_stops_serve_with_one_line_naming_it():
+    p = subprocess.run(
+        [sys.executable, "-m", "runner", "serve", "--socket", "/tmp/never.sock"],
+        capture_output=True,
+        text=True,
+        cwd=repo_root(),
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "RUNNER_POOL": "two"},
+    )
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stdout.splitlines() == [
+        "ERROR RunnerConfigError: RUNNER_POOL (jobs run at once) must be a whole number of at least 1, got 'two'; "
+        "unset it for the default (2)"
+    ]
+
+
+def test_a_bad_flag_is_refused_by_name():
+    p = run_cli("exec", "--startup-timeout", "nan", os.path.join(CASES, "hello.py"), timeout=60)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert "--startup-timeout" in p.stderr and "finite number of seconds" in p.stderr
+
+
+def test_a_flag_overrides_its_variable():
+    p = subprocess.run(
+        [sys.executable, "-m", "runner", "exec", "--bwrap", "/nonexistent/bwrap", os.path.join(CASES, "hello.py")],
+        capture_output=True,
+        text=True,
+        cwd=repo_root(),
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "RUNNER_BWRAP": "/usr/bin/bwrap"},
+    )
+    assert p.returncode == 2 and "apt-get install -y bubblewrap" in p.stderr
+
+
+def test_a_missing_file_is_one_line_not_a_traceback():
+    missing = os.path.join(CASES, "no-such-file.py")
+    p = run_cli("exec", missing, timeout=60)
+    assert p.returncode == 2
+    assert p.stderr.strip() == f"runner: RunnerConfigError: cannot read {missing}: No such file or directory"
+
+
+def test_serve_refuses_a_malformed_listen_address():
+    p = run_cli("serve", "--listen", "http://127.0.0.1:80", timeout=30)
+    assert p.returncode == 2 and p.stdout.startswith("ERROR RunnerConfigError: --listen must be")
+
+
+def test_the_backend_serve_builds_has_every_setting():
+    from runner.__main__ import make_backend
+    from runner.config import RunnerConfig
+
+    docker = make_backend(RunnerConfig.from_env({"RUNNER_BACKEND": "docker", "RUNNER_POOL": "3", "RUNNER_QUEUE": "5"}))
+    assert (docker.stats()["size"], docker.stats()["queue"]) == (3, 5)
+    pool = make_backend(RunnerConfig.from_env({"RUNNER_POOL": "4", "RUNNER_QUEUE": "6", "RUNNER_BWRAP": "/opt/bwrap"}))
+    assert {k: pool.stats()[k] for k in ("backend", "size", "queue", "bwrap")} == {
+        "backend": "sandbox",
+        "size": 4,
+        "queue": 6,
+        "bwrap": "/opt/bwrap",
+    }

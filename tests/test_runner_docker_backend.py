@@ -2,6 +2,7 @@
 engine is reachable, a real job."""
 
 import asyncio
+import dataclasses
 import subprocess
 import sys
 import tempfile
@@ -10,12 +11,16 @@ import pytest
 
 from runner import docker_backend as D
 from runner import grading
+from runner.backend import classify
+from runner.config import RunnerConfig
 from runner.errors import InvalidRequest, SandboxUnavailable
 from runner.limits import Limits
 
+DOCKER = D.DockerConfig.from_config(RunnerConfig(backend="docker"))
+
 
 def cfg(**kw):
-    return D.container_config("print(1)", Limits(**kw) if kw else Limits(), D.DockerConfig(), seed=7)
+    return D.container_config("print(1)", Limits(**kw) if kw else Limits(), DOCKER, seed=7)
 
 
 def test_container_is_locked_down():
@@ -67,17 +72,34 @@ def test_code_and_seed_travel_in_argv():
         ((0, False, False, True, ""), "output_limit"),
     ],
 )
-def test_classify(args, status):
-    assert D.classify(*args)[0] == status
+def test_what_docker_reports_gets_the_sandbox_backends_status(args, status):
+    assert classify(D.job_end(*args), Limits()) == status
 
 
-def test_from_env():
-    c = D.DockerConfig.from_env({"RUNNER_DOCKER_IMAGE": "img:1", "DOCKER_HOST": "unix:///x"}, pool_size=3)
-    assert (c.image, c.base_url, c.pool_size) == ("img:1", "unix:///x", 3)
+def test_a_signal_shows_as_a_signal_not_an_exit_code():
+    end = D.job_end(137, False, False, False, "")
+    assert (end.exit_code, end.signal) == (None, 9)
+    end = D.job_end(3, False, False, False, "")
+    assert (end.exit_code, end.signal) == (3, None)
+
+
+def test_its_config_comes_from_the_runner_config():
+    runner = RunnerConfig.from_env(
+        {"RUNNER_DOCKER_IMAGE": "img:1", "DOCKER_HOST": "unix:///x", "RUNNER_POOL": "3", "RUNNER_QUEUE": "5"}
+    )
+    c = D.DockerConfig.from_config(runner)
+    assert (c.image, c.base_url, c.pool_size, c.queue) == ("img:1", "unix:///x", 3, 5)
+    b = D.DockerBackend(c)
+    assert {k: b.stats()[k] for k in ("size", "queue", "image", "docker_host")} == {
+        "size": 3,
+        "queue": 5,
+        "image": "img:1",
+        "docker_host": "unix:///x",
+    }
 
 
 async def test_checks_of_the_wrong_type_are_refused():
-    b = D.DockerBackend()
+    b = D.DockerBackend(DOCKER)
     b.client = object()
     with pytest.raises(InvalidRequest):
         await b.run("x", checks=object())
@@ -106,7 +128,7 @@ import sys; print("some stderr", file=sys.stderr)
 def _container_program(code: str) -> tuple[bytes, bytes | None, str]:
     nonce = grading.new_nonce()
     command = D.container_config(
-        code, Limits(), D.DockerConfig(python=sys.executable), 1, grading.job_spec(CHECKS, nonce)
+        code, Limits(), dataclasses.replace(DOCKER, python=sys.executable), 1, grading.job_spec(CHECKS, nonce)
     )["command"]
     done = subprocess.run(command, capture_output=True, timeout=120, cwd=tempfile.gettempdir())
     assert D.BOOT in command and done.returncode in (0, 1)
@@ -149,7 +171,7 @@ def test_cheating_in_a_container_never_passes(cheat):
 
 
 async def test_real_engine():
-    b = D.DockerBackend()
+    b = D.DockerBackend(DOCKER)
     try:
         await asyncio.wait_for(b.start(), 10)
     except (TimeoutError, SandboxUnavailable):

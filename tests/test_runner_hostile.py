@@ -47,7 +47,7 @@ async def env():
     abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     abstract.bind("\0" + abstract_name)
     abstract.listen(8)
-    pool = await start_pool(size=2, queue=8)
+    pool = await start_pool(pool_size=2, queue=8)
     yield {
         "pool": pool,
         "port": tcp.getsockname()[1],
@@ -269,7 +269,8 @@ CASES = [
     (
         "other_processes",
         "import os\nprint(sorted(p for p in os.listdir('/proc') if p.isdigit()))\n"
-        "try:\n    open('/proc/1/mem', 'rb').read(1)\n    print('mem open')\nexcept OSError as e:\n    print(type(e).__name__)",
+        "try:\n    open('/proc/1/mem', 'rb').read(1)\n    print('mem open')\n"
+        "except OSError as e:\n    print(type(e).__name__)",
         {"ok"},
         lambda r: r.stdout.splitlines()[0] == "['1', '2']" and "mem open" not in r.stdout,
         {},
@@ -410,7 +411,8 @@ CASES = [
         "torch_multiprocessing",
         "import torch.multiprocessing as mp\n"
         "def f(q):\n    q.put(7)\nif __name__ == '__main__':\n    ctx = mp.get_context('fork')\n"
-        "    q = ctx.Queue()\n    p = ctx.Process(target=f, args=(q,))\n    p.start()\n    print(q.get(timeout=5))\n    p.join()",
+        "    q = ctx.Queue()\n    p = ctx.Process(target=f, args=(q,))\n    p.start()\n"
+        "    print(q.get(timeout=5))\n    p.join()",
         {"ok"},
         lambda r: r.stdout == "7\n",
         {"wall_time_s": 8},

@@ -44,13 +44,3 @@ async def test_read_frame_truncated_and_oversized():
     r.feed_data(struct.pack(">I", protocol.MAX_FRAME + 1))
     with pytest.raises(ProtocolError):
         await protocol.read_frame(r)
-
-
-def test_parse_address():
-    assert protocol.parse_address("unix:///run/x.sock") == ("unix", "/run/x.sock")
-    assert protocol.parse_address("/run/x.sock") == ("unix", "/run/x.sock")
-    assert protocol.parse_address("tcp://127.0.0.1:9000") == ("tcp", ("127.0.0.1", 9000))
-    assert protocol.parse_address("tcp://[::1]:9000") == ("tcp", ("::1", 9000))
-    for bad in ("http://x", "tcp://host", "unix://relative"):
-        with pytest.raises(ValueError):
-            protocol.parse_address(bad)

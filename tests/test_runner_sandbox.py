@@ -7,12 +7,12 @@ import pytest
 
 from runner import sandbox
 from runner.errors import SandboxUnavailable
-from tests.runner_cases.helpers import repo_root
+from tests.runner_cases.helpers import host_config, repo_root
 
 
 @pytest.fixture
 def plan():
-    cfg = sandbox.SandboxConfig.from_env()
+    cfg = sandbox.SandboxConfig.from_config(host_config())
     if not os.access(cfg.bwrap, os.X_OK):
         pytest.skip("no bwrap on this host (apt-get install -y bubblewrap)")
     p = sandbox.plan(cfg, ["/bin/true"], [], b"\0" * 8)
@@ -78,14 +78,14 @@ def test_root_drops_to_sandbox_uid(plan):
 
 
 def test_missing_bwrap_is_refused_with_a_fix():
-    cfg = sandbox.SandboxConfig(bwrap="/nonexistent/bwrap")
+    cfg = sandbox.SandboxConfig.from_config(host_config(bwrap="/nonexistent/bwrap"))
     with pytest.raises(SandboxUnavailable, match="apt-get install -y bubblewrap"):
         sandbox.plan(cfg, ["/bin/true"], [], None)
     assert any("bubblewrap" in p for p in sandbox.host_problems(cfg))
 
 
 def test_python_binds_are_real_dirs():
-    binds = sandbox.python_binds(sandbox.SandboxConfig().python)
+    binds = sandbox.python_binds(host_config().python)
     assert binds and all(os.path.isdir(b) for b in binds)
     assert len(set(binds)) == len(binds)
 

@@ -9,7 +9,7 @@ import pytest
 
 from runner import protocol
 from runner.client import RunnerClient
-from runner.errors import InvalidRequest, ProtocolError, RunnerBusy, RunnerClosed
+from runner.errors import InvalidRequest, ProtocolError, RunnerBusy, RunnerClosed, RunnerConfigError
 from runner.grading import Check, ExerciseChecks
 from runner.result import CheckOutcome, RunResult
 from runner.service import SECRET_ENV, Service, scrub_environment
@@ -49,7 +49,7 @@ async def served(tmp_path):
 async def test_run_over_unix_and_tcp(served):
     svc, backend, path = served
     assert oct(os.stat(path).st_mode & 0o777) == "0o600"
-    tcp = [a for a in svc.addresses() if a.startswith("tcp://")][0]
+    tcp = next(a for a in svc.addresses() if a.startswith("tcp://"))
     for addr in (f"unix://{path}", path, tcp):
         async with RunnerClient.connect(addr) as c:
             r = await c.run("hello", limits={"cpu_time_s": 1}, seed=5)
@@ -116,7 +116,7 @@ async def test_garbage_frames(served):
 async def test_connect_failures(tmp_path):
     with pytest.raises(RunnerClosed):
         await RunnerClient.connect(str(tmp_path / "nothing.sock"), timeout=1)
-    with pytest.raises(ValueError):
+    with pytest.raises(RunnerConfigError, match="tcp://host:port"):
         await RunnerClient.connect("http://x")
 
 

@@ -3,17 +3,25 @@ owns only tests/test_runner*.py and this folder)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from typing import Any
 
 import pytest
 
 from runner import cgroups, sandbox
+from runner.config import RunnerConfig
 from runner.errors import SandboxUnavailable
+
+
+def host_config(**settings: Any) -> RunnerConfig:
+    """The runner's settings from this process's environment (as `python -m runner` reads them), with changes."""
+    return dataclasses.replace(RunnerConfig.from_env(os.environ), **settings)
 
 
 def host_cannot_sandbox() -> str | None:
     """A reason to skip, only when the host truly cannot sandbox at all."""
-    problems = sandbox.host_problems(sandbox.SandboxConfig.from_env())
+    problems = sandbox.host_problems(sandbox.SandboxConfig.from_config(host_config()))
     if problems:
         return "host cannot sandbox: " + "; ".join(problems)
     try:
@@ -29,13 +37,12 @@ def require_sandbox() -> None:
         pytest.skip(reason)
 
 
-async def start_pool(**kw):
-    """A started Pool; a failing self-check FAILS the test (never skips)."""
+async def start_pool(**settings: Any):
+    """A started Pool with these RunnerConfig settings; a failing self-check FAILS the test (never skips)."""
     from runner.pool import Pool, PoolConfig
 
     require_sandbox()
-    cfg = PoolConfig.from_env(**kw)
-    pool = Pool(cfg)
+    pool = Pool(PoolConfig.from_config(host_config(**settings)))
     await pool.start()
     return pool
 
