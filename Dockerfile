@@ -6,7 +6,7 @@
 #
 # Build arguments (the defaults are right for a host with internet):
 #   PIP_EXTRA_INDEX_URL  where the CPU build of torch comes from (the default index would pull CUDA, GBs)
-#   PIP_FIND_LINKS       a URL of local wheels, e.g. a loopback server with --network host (docker/build)
+#   PIP_FIND_LINKS       a URL of local wheels, e.g. a loopback server with --network host (container/build)
 #   PIP_CERT_URL         a CA bundle for pip to trust, for a build behind a TLS-intercepting proxy
 
 # --- what every image runs on: Debian's python3.11, bubblewrap for the sandbox, an init -----------
@@ -26,7 +26,7 @@ RUN apt-get update \
 ARG PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu
 ARG PIP_FIND_LINKS=
 ARG PIP_CERT_URL=
-COPY docker/pip-install /usr/local/bin/pip-install
+COPY container/pip-install /usr/local/bin/pip-install
 COPY pyproject.toml /src/pyproject.toml
 # The venv ships without pip: a pip beside it (/opt/pip, build only) installs into it.
 RUN python3 -m venv --without-pip /opt/venv \
@@ -62,8 +62,8 @@ RUN groupadd --gid 10001 coursebot \
  && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /data --shell /usr/sbin/nologin coursebot \
  && mkdir -m 0700 /data /run/coursebot && chown coursebot:coursebot /data /run/coursebot \
  && mkdir -m 0555 /run/sandbox-proc
-COPY docker/entrypoint /usr/local/bin/coursebot-entrypoint
-COPY docker/healthcheck /usr/local/bin/coursebot-healthcheck
+COPY container/entrypoint /usr/local/bin/coursebot-entrypoint
+COPY container/healthcheck /usr/local/bin/coursebot-healthcheck
 ENV PATH=/app/python/bin:/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     COURSEBOT_DB=/data/coursebot.sqlite3 \
     COURSEBOT_LESSONS=/app/lessons \
@@ -72,7 +72,7 @@ USER coursebot
 WORKDIR /data
 VOLUME /data
 # Prepares the sandbox when started as root, drops to a non-root user with no capabilities, and
-# makes tini pid 1 (docker/entrypoint). The bot closes the database and stops its runner on
+# makes tini pid 1 (container/entrypoint). The bot closes the database and stops its runner on
 # SIGTERM, well within docker stop's 10 s.
 ENTRYPOINT ["/usr/local/bin/coursebot-entrypoint"]
 STOPSIGNAL SIGTERM

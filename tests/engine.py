@@ -28,7 +28,7 @@ BUILD_TIMEOUT_S = 1800
 
 def _script(name: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(ROOT / "docker" / name), *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+        [str(ROOT / "container" / name), *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
     )
 
 

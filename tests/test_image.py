@@ -128,7 +128,7 @@ async def test_progress_survives_a_new_container_on_the_same_volume(standin, vol
         (["--cap-add", "SYS_ADMIN"], "--cap-add SYS_ADMIN"),
         (["--cap-add", "CHOWN"], "--cap-add CHOWN"),
         (["--cap-add", "SETUID"], "--cap-add SETUID"),
-        (["--security-opt", "seccomp=docker/seccomp.json"], "seccomp=docker/seccomp.json"),
+        (["--security-opt", "seccomp=container/seccomp.json"], "seccomp=container/seccomp.json"),
     ],
 )
 async def test_a_missing_flag_stops_the_container_with_one_line_naming_it(missing, named, volume):
