@@ -67,7 +67,8 @@ COPY container/healthcheck /usr/local/bin/coursebot-healthcheck
 ENV PATH=/app/python/bin:/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     COURSEBOT_DB=/data/coursebot.sqlite3 \
     COURSEBOT_LESSONS=/app/lessons \
-    COURSEBOT_LOCALES=/app/locales
+    COURSEBOT_LOCALES=/app/locales \
+    COURSEBOT_MONITORING=0.0.0.0:9464
 USER coursebot
 WORKDIR /data
 VOLUME /data
@@ -76,4 +77,8 @@ VOLUME /data
 # SIGTERM, well within docker stop's 10 s.
 ENTRYPOINT ["/usr/local/bin/coursebot-entrypoint"]
 STOPSIGNAL SIGTERM
+# /healthz: the database takes a write, the runner answers, the Bot API answered lately (coursebot health).
+EXPOSE 9464
+HEALTHCHECK --interval=30s --timeout=15s --start-period=180s --retries=3 \
+  CMD ["/usr/local/bin/coursebot-healthcheck", "bot"]
 CMD ["coursebot", "run"]

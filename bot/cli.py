@@ -21,7 +21,7 @@ def _run(args: argparse.Namespace) -> int:
     from bot import app, logs
 
     config = Config.from_env()
-    logs.configure(config.log_level, config.token)
+    logs.configure(config.log_level, config.token, json_lines=config.log_format == "json")
     try:
         asyncio.run(app.serve(config))
     except ContentError as exc:
@@ -38,6 +38,29 @@ def _run(args: argparse.Namespace) -> int:
         print(f"coursebot: {line}", file=sys.stderr)
         return EXIT_FAILURE
     return 0
+
+
+def _health(args: argparse.Namespace) -> int:
+    """Ask the running bot's /healthz (COURSEBOT_MONITORING); exit 0 when healthy. Docker's HEALTHCHECK runs it."""
+    import urllib.error
+    import urllib.request
+
+    config = Config.from_env(require_token=False)
+    if config.monitoring is None:
+        print("coursebot: COURSEBOT_MONITORING is off, so there is no /healthz to ask", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    host, port = config.monitoring
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/healthz"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            print(response.read().decode().strip())
+            return 0
+    except urllib.error.HTTPError as exc:
+        print(exc.read().decode().strip())
+    except OSError as exc:
+        print(f"coursebot: no answer from {url}: {exc}", file=sys.stderr)
+    return EXIT_FAILURE
 
 
 def _lint(args: argparse.Namespace) -> int:
@@ -127,6 +150,9 @@ def parser() -> argparse.ArgumentParser:
     )
     commands = top.add_subparsers(dest="command", required=True)
     commands.add_parser("run", help="start the bot (long polling); needs TELEGRAM_BOT_TOKEN").set_defaults(func=_run)
+    commands.add_parser(
+        "health", help="ask the running bot's /healthz (COURSEBOT_MONITORING); exit 0 when healthy"
+    ).set_defaults(func=_health)
     lint = commands.add_parser("lint", help="check lesson files; prints file:line: message per problem")
     lint.add_argument("dir", nargs="?", default="lessons", help="the lessons folder (default: lessons)")
     lint.add_argument(

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from telegram._utils.defaultvalue import DEFAULT_NONE
+from telegram._utils.types import ODVInput
+from telegram.request import HTTPXRequest, RequestData
 
 # Seconds: a tap is answered in milliseconds; a graded run waits for the runner, up to its wall limit.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -79,3 +83,31 @@ class Metrics:
     def exposition(self) -> bytes:
         """Return every metric in Prometheus' text format."""
         return generate_latest(self.registry)
+
+
+class MeasuredRequest(HTTPXRequest):
+    """PTB's HTTP transport, counting every Bot API call by method, each 429, and noting each answer."""
+
+    def __init__(self, metrics: Metrics, **options: Any) -> None:
+        super().__init__(**options)
+        self._metrics = metrics
+
+    async def do_request(
+        self,
+        url: str,
+        method: str,
+        request_data: RequestData | None = None,
+        read_timeout: ODVInput[float] = DEFAULT_NONE,
+        write_timeout: ODVInput[float] = DEFAULT_NONE,
+        connect_timeout: ODVInput[float] = DEFAULT_NONE,
+        pool_timeout: ODVInput[float] = DEFAULT_NONE,
+    ) -> tuple[int, bytes]:
+        """Send the request as PTB does; count it once it is answered (a network failure raises first)."""
+        self._metrics.api_calls.labels(url.rsplit("/", 1)[-1]).inc()
+        status, payload = await super().do_request(
+            url, method, request_data, read_timeout, write_timeout, connect_timeout, pool_timeout
+        )
+        self._metrics.api_answered()
+        if status == 429:
+            self._metrics.api_flood_waits.inc()
+        return status, payload
