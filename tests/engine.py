@@ -79,11 +79,11 @@ async def docker(*args: str, env: dict[str, str] | None = None, timeout: float =
     return process.returncode or 0, out.decode(), err.decode()
 
 
-async def run_once(*args: str, timeout: float = 120) -> tuple[int, str, str]:
+async def run_once(*args: str, timeout: float = 120, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     """docker run ``args`` (options, image, command) in a named container, removed afterwards even on a timeout."""
     name = unique("coursebot-test")
     try:
-        return await docker("docker", "run", "--name", name, *args, timeout=timeout)
+        return await docker("docker", "run", "--name", name, *args, timeout=timeout, env=env)
     finally:
         await docker("docker", "rm", "-f", "-v", name)
 

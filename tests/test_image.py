@@ -4,11 +4,13 @@ container on the host's network, so traffic stays on 127.0.0.1), stopping, data,
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import socket
 
 import pytest
 
-from bot.lint import load_valid
+from bot.content.load import load_valid
 from tests.conftest import LESSONS, LOCALES, ROOT
 from tests.engine import Container, as_in_readme, docker, image, readme_docker_run, run_once, running, unique
 from tests.journey import answer_quiz, button_texts, read_slides, send_and_wait, tap_and_wait_edit
@@ -44,8 +46,35 @@ def _verdict(message: dict) -> bool:
     return "Not yet" in message.get("text", "") or "checks passed" in message.get("text", "")
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+async def _http(port: int, path: str) -> tuple[int, str]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+    await writer.drain()
+    response = await reader.read()
+    writer.close()
+    head, _, body = response.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body.decode()
+
+
+def _metric(text: str, name: str) -> float:
+    return sum(
+        float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith(name + " ") or line.startswith(name + "{")
+    )
+
+
 async def test_a_learner_reads_answers_runs_code_and_is_graded_in_the_container_the_readme_runs(standin, volume):
-    command = as_in_readme(unique("coursebot-test"), volume, standin.api_base_url)
+    port = _free_port()
+    command = as_in_readme(
+        unique("coursebot-test"), volume, standin.api_base_url, "-e", f"COURSEBOT_MONITORING=127.0.0.1:{port}"
+    )
     async with running(command, _env(standin)) as bot:
         await standin.wait_call("getUpdates", timeout=START_S)
         ada = standin.learner(user_id=7001)
@@ -67,6 +96,19 @@ async def test_a_learner_reads_answers_runs_code_and_is_graded_in_the_container_
         passed = await send_and_wait(ada, lesson.exercise.solution, _verdict, timeout=60)
         assert "All checks passed" in passed["text"]
         assert any(t.startswith("Next") for t in button_texts(passed)) or passed["text"]
+
+        # What the session left in /metrics, scraped from outside the container.
+        status, metrics = await _http(port, "/metrics")
+        assert status == 200
+        assert _metric(metrics, 'coursebot_runner_jobs_total{outcome="ok"}') == 3  # /run, the failing try, the pass
+        assert _metric(metrics, 'coursebot_updates_total{kind="poll_answer"}') == len(lesson.quiz)
+        assert _metric(metrics, 'coursebot_updates_total{kind="message"}') == 4  # /start, /run, two tries
+        assert _metric(metrics, "coursebot_runner_job_seconds_count") == 3
+        assert _metric(metrics, "coursebot_update_errors_total") == 0
+        assert _metric(metrics, "coursebot_runner_busy_slots") == 0
+        status, health = await _http(port, "/healthz")
+        assert status == 200 and json.loads(health)["checks"] == {"database": "ok", "runner": "ok", "telegram": "ok"}
+        assert (await bot.exec("/usr/local/bin/coursebot-healthcheck", "bot"))[0] == 0
         logs = await bot.logs()
     assert standin.token not in logs and "Traceback" not in logs, logs
 
@@ -120,6 +162,18 @@ async def test_progress_survives_a_new_container_on_the_same_volume(standin, vol
         assert "not started" in menu["text"] and menu["text"].count("not started") == len(COURSE.lessons) - 1
         resumed = await tap_and_wait_edit(ada, menu, "Continue")
         assert f"2 / {len(COURSE.lessons[0].slides)}" in resumed["text"]
+
+
+async def test_a_data_folder_the_bot_cannot_write_refuses_the_start_naming_the_uid(standin, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir(mode=0o755)  # root's, as a bind mount made by hand would be
+    args = readme_docker_run()[2:-1]
+    flags = [f"{data}:/data" if a == "coursebot-data:/data" else a for a in args if a != "-d"]
+    env = {**os.environ, "TELEGRAM_BOT_TOKEN": "123:never-used"}
+    code, out, err = await run_once(*flags[flags.index("--user") :], image(), timeout=120, env=env)
+    lines = (out + err).strip().splitlines()
+    assert code != 0 and len(lines) == 1, out + err
+    assert "uid 0" in lines[0] and "uid 10001" in lines[0] and "chown -R 10001:10001 /data" in lines[0], lines[0]
 
 
 @pytest.mark.parametrize(
