@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from bot.errors import ConfigError
 from bot.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,12 @@ class MonitoringServer:
         self._server: asyncio.AbstractServer | None = None
 
     async def __aenter__(self) -> MonitoringServer:
-        self._server = await asyncio.start_server(self._handle, self.host, self.port, limit=MAX_REQUEST_BYTES)
+        try:
+            self._server = await asyncio.start_server(self._handle, self.host, self.port, limit=MAX_REQUEST_BYTES)
+        except OSError as exc:
+            raise ConfigError(
+                f"COURSEBOT_MONITORING: cannot serve /healthz and /metrics on {self.host}:{self.port}: {exc.strerror}."
+            ) from None
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("health and metrics on http://%s:%d/healthz and /metrics", self.host, self.port)
         return self

@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
+
+from bot.errors import ConfigError
 from bot.metrics import Metrics
 from bot.monitoring import MonitoringServer
 
@@ -103,3 +106,11 @@ def test_seconds_since_the_bot_api_answered_follow_the_injected_clock():
     metrics.api_answered()
     now[0] = 160.5
     assert metrics.seconds_since_api_answered() == 60.5
+
+
+async def test_a_port_in_use_is_one_line_naming_the_setting():
+    async with MonitoringServer("127.0.0.1", 0, Metrics(), {}) as first:
+        with pytest.raises(ConfigError) as refused:
+            async with MonitoringServer("127.0.0.1", first.port, Metrics(), {}):
+                pass
+    assert str(refused.value).startswith("COURSEBOT_MONITORING: cannot serve") and "\n" not in str(refused.value)
