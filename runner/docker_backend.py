@@ -13,8 +13,8 @@ The code, its seed and (for graded checks) the expressions and a nonce reach
 the container on its stdin, never in argv (which any host user can read, and
 the job itself could): the container reads them first, then stdin is
 /dev/null.  Its output streams back over the attached connection and is read
-within a byte budget; one byte more and the container is killed (no log
-driver: nothing is written to disk).  Docker's init is pid 1, so a job that
+within a byte budget; one byte more and the container is killed (its log
+is bounded to one file of 1 MB).  Docker's init is pid 1, so a job that
 runs out of CPU time is reported as a timeout.  Each container is removed
 with its volumes.  The image is the project's job target
 (``docker build -t coursebot-job --target job .``): python, torch and this
@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import signal
 import socket
 import struct
@@ -67,6 +68,12 @@ if spec is not None:
     from runner import grading
     grading.capture_pristine()          # before the learner's code exists
     report_fd = os.dup(2)
+# The learner's CPU time starts now: what the interpreter and torch took to start is not theirs.
+import math, resource
+usage = resource.getrusage(resource.RUSAGE_SELF)
+spent = math.ceil(usage.ru_utime + usage.ru_stime)
+resource.setrlimit(resource.RLIMIT_CPU, (spent + job["cpu_s"], spent + job["cpu_s"] + 1))
+os.write(2, job["ready"].encode())      # and so does the wall clock (read_frames)
 main = types.ModuleType("__main__"); main.__dict__["__builtins__"] = builtins
 sys.modules["__main__"] = main
 try:
@@ -85,15 +92,31 @@ if spec is not None:
 
 # Separates the learner's stderr from the report that follows it; exactly one must be found.
 REPORT_MARKER = "\x1ecoursebot-report\x1e"
+# The container writes this to stderr once torch is imported, just before the learner's code: the job's
+# wall-clock limit starts there, not at the container's start.
+READY_MARKER = "\x1ecoursebot-ready\x1e"
+# Seconds a container may take to start and import torch, and CPU seconds it may spend on that, before
+# the learner's own limits begin (generous: a busy host starts a cold interpreter slowly).
+STARTUP_S = 120.0
+STARTUP_CPU_S = 60
 # Docker's attach stream: each frame is an 8-byte header (stream 1 = stdout, 2 = stderr; size) and data.
 FRAME_HEADER = struct.Struct(">BxxxI")
-# Seconds to read what a job wrote after it ended, and for Docker to report how it ended.
-SETTLE_S = 5.0
+# Seconds for Docker to report how a job ended once its output stream closed (more on a busy engine).
+SETTLE_S = 30.0
 
 
-def job_input(code: str, seed: int, spec: dict[str, Any] | None) -> bytes:
-    """What a container reads on its stdin: the code, its seed, and a graded job's expressions and nonce."""
-    return json.dumps({"code": code, "seed": seed, "spec": spec, "marker": REPORT_MARKER}).encode()
+def job_input(code: str, seed: int, spec: dict[str, Any] | None, limits: Limits = DEFAULT) -> bytes:
+    """What a container reads on its stdin: the code, its seed, a graded job's expressions and nonce, and its
+    CPU seconds (counted from the end of its start-up)."""
+    job = {
+        "code": code,
+        "seed": seed,
+        "spec": spec,
+        "marker": REPORT_MARKER,
+        "ready": READY_MARKER,
+        "cpu_s": max(1, math.ceil(limits.cpu_time_s)),
+    }
+    return json.dumps(job).encode()
 
 
 def split_report(stderr: bytes) -> tuple[bytes, bytes | None]:
@@ -131,7 +154,8 @@ class DockerConfig:
 def container_config(limits: Limits, cfg: DockerConfig) -> dict[str, Any]:
     """Keyword arguments for ``client.containers.create`` (pure, testable); the job itself goes on stdin."""
     tmpfs_opts = f"rw,nosuid,nodev,noexec,size={limits.tmpfs_bytes},mode=1777"
-    cpu = max(1, int(limits.cpu_time_s + 0.999))
+    # A ceiling only: the container lowers its own limit to the job's once it has started (BOOT).
+    cpu = STARTUP_CPU_S + max(1, math.ceil(limits.cpu_time_s))
     return {
         "image": cfg.image,
         "command": [cfg.python, "-I", "-B", "-c", BOOT],
@@ -161,23 +185,34 @@ def container_config(limits: Limits, cfg: DockerConfig) -> dict[str, Any]:
         "stdin_open": True,
         "detach": False,
         "tty": False,
-        # The output is read from the attached stream within its budget; nothing is logged to disk.
-        "log_config": {"type": "none", "config": {}},
+        # The output is read from the attached stream, within its budget. The engine also logs it, to at
+        # most one file of 1 MB: without a log to drain into, a flooding job that nobody reads any more
+        # blocks the engine's own kill of it.
+        "log_config": {"type": "local", "config": {"max-size": "1m", "max-file": "1", "compress": "false"}},
         "labels": {"coursebot.runner": "job"},
     }
 
 
-def read_frames(connection: socket.socket, deadline: float, budget: int) -> tuple[bytes, bytes, bool, bool]:
-    """Read a container's attached stdout and stderr until it ends, the deadline passes, or more than ``budget``
-    bytes came: (stdout, stderr, timed out, over budget). Never holds more than the budget."""
+def read_frames(
+    connection: socket.socket, started: float, wall_s: float, budget: int
+) -> tuple[bytes, bytes, bool, bool, float]:
+    """Read a container's attached stdout and stderr until it ends, its time runs out, or more than ``budget``
+    bytes came: (stdout, stderr, timed out, over budget, when the learner's code began).
+
+    The wall clock starts when READY_MARKER leads stderr (STARTUP_S after ``started`` at most); the marker is
+    not output. Never holds more than the budget."""
     streams = {1: bytearray(), 2: bytearray()}
+    ready = READY_MARKER.encode()
+    began: float | None = None
     header = b""
     kind = remaining = received = 0
 
-    def ended(timed_out: bool = False, overflow: bool = False) -> tuple[bytes, bytes, bool, bool]:
-        return bytes(streams[1]), bytes(streams[2]), timed_out, overflow
+    def ended(timed_out: bool = False, overflow: bool = False) -> tuple[bytes, bytes, bool, bool, float]:
+        err = bytes(streams[2])
+        return bytes(streams[1]), err.removeprefix(ready), timed_out, overflow, began or time.monotonic()
 
     while True:
+        deadline = started + STARTUP_S if began is None else began + wall_s
         left = deadline - time.monotonic()
         if left <= 0:
             return ended(timed_out=True)
@@ -198,11 +233,13 @@ def read_frames(connection: socket.socket, deadline: float, budget: int) -> tupl
                 continue
             data, chunk = chunk[:remaining], chunk[remaining:]
             remaining -= len(data)
-            keep = data[: max(0, budget - received)]
+            keep = data[: max(0, budget + len(ready) - received)]
             received += len(data)
             if kind in streams:
                 streams[kind] += keep
-            if received > budget:
+            if began is None and streams[2][: len(ready)] == ready:
+                began = time.monotonic()
+            if received > budget + len(ready):
                 return ended(overflow=True)
 
 
@@ -292,19 +329,26 @@ class DockerBackend:
         try:
             attached = cont.attach_socket(params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
             connection: socket.socket = getattr(attached, "_sock", attached)
-            t0 = time.monotonic()
             try:
                 cont.start()
-                connection.sendall(job_input(code, seed, spec))
+                connection.sendall(job_input(code, seed, spec, lim))
                 connection.shutdown(socket.SHUT_WR)
-                out, err, timed_out, overflow = read_frames(connection, t0 + lim.wall_time_s, budget)
+                out, err, timed_out, overflow, began = read_frames(
+                    connection, time.monotonic(), lim.wall_time_s, budget
+                )
             finally:
                 connection.close()
-            duration = (time.monotonic() - t0) * 1000
+            duration = (time.monotonic() - began) * 1000
             if timed_out or overflow:
                 with contextlib.suppress(Exception):  # it may have ended meanwhile
                     cont.kill()
-            state = cont.wait(timeout=SETTLE_S)
+            try:
+                # A job may close its output and go on running: it still has the rest of its wall time.
+                state = cont.wait(timeout=max(0.0, began + lim.wall_time_s - time.monotonic()) + SETTLE_S)
+            except Exception:  # the SDK's read timeout: it did not end in time
+                timed_out = True
+                cont.kill()
+                state = cont.wait(timeout=SETTLE_S)
             exit_code = None if timed_out else state.get("StatusCode")
             cont.reload()
             oom = bool(cont.attrs.get("State", {}).get("OOMKilled"))

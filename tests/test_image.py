@@ -288,7 +288,7 @@ async def test_the_build_context_holds_only_what_the_images_copy():
     out, _ = await process.communicate(dockerfile.encode())
     assert process.returncode == 0, out.decode()
     listed = {line.split(": ", 1)[1] for line in out.decode().splitlines() if line.startswith("in-context: ")}
-    assert {"bot", "runner", "lessons", "locales", "pyproject.toml", "README.md", "docker"} <= listed, listed
+    assert {"bot", "runner", "lessons", "locales", "pyproject.toml", "README.md", "container"} <= listed, listed
     assert not listed & {".venv", ".git", "tests", "bench", "data", "Makefile", ".ci"}, listed
     built = [line.split()[-1] for line in out.decode().splitlines() if line.startswith("Successfully built")]
     await docker("docker", "rmi", *built)

@@ -52,7 +52,11 @@ def test_limits_are_mapped():
     assert c["mem_limit"] == c["memswap_limit"] == 100 * 2**20
     assert c["pids_limit"] == 9
     ul = {u["name"]: (u["soft"], u["hard"]) for u in c["ulimits"]}
-    assert ul["cpu"] == (3, 4) and ul["fsize"] == (1000, 1000) and ul["nofile"] == (50, 50)
+    assert (
+        ul["cpu"] == (D.STARTUP_CPU_S + 3, D.STARTUP_CPU_S + 4)
+        and ul["fsize"] == (1000, 1000)
+        and ul["nofile"] == (50, 50)
+    )
     assert ul["core"] == (0, 0)
     assert "size=65536" in c["tmpfs"]["/tmp"]
 
@@ -61,14 +65,21 @@ def test_code_and_nonce_travel_on_stdin_never_in_argv():
     c = cfg()
     assert c["command"] == ["python3", "-I", "-B", "-c", D.BOOT]
     assert c["stdin_open"] is True and c["detach"] is False  # the SDK's way to ask for StdinOnce
-    job = json.loads(D.job_input("print(1)", 7, {"nonce": "n0nce"}))
-    assert job == {"code": "print(1)", "seed": 7, "spec": {"nonce": "n0nce"}, "marker": D.REPORT_MARKER}
+    job = json.loads(D.job_input("print(1)", 7, {"nonce": "n0nce"}, Limits(cpu_time_s=2.5)))
+    assert job == {
+        "code": "print(1)",
+        "seed": 7,
+        "spec": {"nonce": "n0nce"},
+        "marker": D.REPORT_MARKER,
+        "ready": D.READY_MARKER,
+        "cpu_s": 3,
+    }
 
 
-def test_a_job_has_an_init_and_writes_no_logs():
+def test_a_job_has_an_init_and_a_bounded_log():
     c = cfg()
     assert c["init"] is True
-    assert c["log_config"]["type"] == "none"
+    assert c["log_config"] == {"type": "local", "config": {"max-size": "1m", "max-file": "1", "compress": "false"}}
 
 
 def _frames(*parts: tuple[int, bytes]) -> bytes:
@@ -82,25 +93,30 @@ def _read(stream: bytes, budget: int, chunk: int = 3) -> tuple[bytes, bytes, boo
         for i in range(0, len(stream), chunk):
             theirs.sendall(stream[i : i + chunk])
         theirs.shutdown(socket.SHUT_WR)
-        return D.read_frames(ours, time.monotonic() + 5, budget)
+        return D.read_frames(ours, time.monotonic(), 5, budget)[:4]
 
 
 def test_frames_are_split_into_stdout_and_stderr_however_they_arrive():
-    stream = _frames((1, b"hello "), (2, b"oops\n"), (1, b"world\n"), (2, b""))
+    ready = (2, D.READY_MARKER.encode())
+    stream = _frames(ready, (1, b"hello "), (2, b"oops\n"), (1, b"world\n"), (2, b""))
     assert _read(stream, 1000) == (b"hello world\n", b"oops\n", False, False)
     assert _read(stream, 1000, chunk=1) == (b"hello world\n", b"oops\n", False, False)
 
 
 def test_output_past_the_budget_ends_the_read_and_keeps_only_the_budget():
-    flood = _frames(*[(1, b"x" * 1000)] * 50)
+    flood = _frames((2, D.READY_MARKER.encode()), *[(1, b"x" * 1000)] * 50)
     out, err, timed_out, overflow = _read(flood, 2500, chunk=4096)
     assert overflow and not timed_out and out == b"x" * 2500 and err == b""
 
 
-def test_a_silent_job_past_its_deadline_is_a_timeout():
+def test_the_wall_clock_starts_when_the_job_is_ready_and_a_silent_job_past_it_is_a_timeout():
     ours, theirs = socket.socketpair()
     with ours, theirs:
-        assert D.read_frames(ours, time.monotonic() + 0.05, 100) == (b"", b"", True, False)
+        theirs.sendall(_frames((2, D.READY_MARKER.encode())))
+        started = time.monotonic() - 100  # a start-up far longer than the job's wall limit does not count
+        out, err, timed_out, overflow, began = D.read_frames(ours, started, 0.05, 100)
+    assert (out, err, timed_out, overflow) == (b"", b"", True, False)
+    assert began - started >= 100
 
 
 @pytest.mark.parametrize(
@@ -175,7 +191,8 @@ def _container_program(code: str) -> tuple[bytes, bytes | None, str]:
     job = D.job_input(code, 1, grading.job_spec(CHECKS, nonce))
     done = subprocess.run(command, input=job, capture_output=True, timeout=120, cwd=tempfile.gettempdir())
     assert D.BOOT in command and done.returncode in (0, 1)
-    stderr, report = D.split_report(done.stderr)
+    assert done.stderr.startswith(D.READY_MARKER.encode())  # torch imported, the learner's code next
+    stderr, report = D.split_report(done.stderr.removeprefix(D.READY_MARKER.encode()))
     return stderr, report, nonce
 
 
@@ -242,11 +259,13 @@ async def test_jobs_run_graded_and_bounded_in_the_job_image_on_a_real_engine(eng
     r = await b.run('print("PASSED")', checks=CHECKS)
     assert not r.passed
     r = await b.run("while True: pass", limits={"cpu_time_s": 1, "wall_time_s": 20})
-    assert r.status == "timeout", r
+    assert r.status == "timeout" and r.duration_ms < 10_000, r  # the CPU limit, torch's start not counted
     r = await b.run("import sys\nwhile True: sys.stdout.write('x' * 65536)", limits={"output_bytes": 4096})
     assert r.status == "output_limit" and len(r.stdout) == 4096
     r = await b.run("import time; time.sleep(30)", limits={"wall_time_s": 2})
     assert r.status == "timeout" and r.duration_ms < 10_000
+    r = await b.run("import os, time\nos.close(1); os.close(2)\ntime.sleep(30)", limits={"wall_time_s": 2})
+    assert r.status == "timeout" and r.duration_ms < 10_000  # closing its output does not end a job
     assert set((await engine.docker("docker", "volume", "ls", "-q"))[1].split()) == volumes
     _, left, _ = await engine.docker("docker", "ps", "-aq", "--filter", "label=coursebot.runner=job")
     assert left.strip() == ""
