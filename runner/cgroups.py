@@ -33,6 +33,14 @@ from .errors import SandboxUnavailable
 from .limits import Limits
 
 TREE_PREFIX = "coursebot-runner."
+# How to give the runner its cgroup: in a container, the image's entrypoint delegates the container's own
+# cgroup when started as the README says; elsewhere, root or a delegated cgroup (systemd's Delegate=yes).
+_DELEGATION_HINT = (
+    "in a container: start it with --user 0 --cap-add SYS_ADMIN --cap-add CHOWN --cap-add SETUID "
+    "--cap-add SETGID --cap-add SETPCAP, see the README's Docker section"
+    if os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv")
+    else "run it as root, or delegate the cgroup to its user, e.g. systemd's Delegate=yes"
+)
 V1_REQUIRED = ("pids", "memory")
 V1_OPTIONAL = ("cpu",)
 
@@ -299,8 +307,7 @@ class CgroupTree:
             tree.destroy()
             raise SandboxUnavailable(
                 f"cannot create cgroups under {', '.join(map(str, layout.own.values()))}: {e}; "
-                "the runner needs write access to its own cgroup (run it as root, or delegate "
-                "the cgroup to its user)"
+                f"the runner needs write access to its own cgroup ({_DELEGATION_HINT})"
             ) from e
         return tree
 

@@ -49,7 +49,7 @@ class RunnerConfig:
     bwrap: str = field(default_factory=_default_bwrap)  # path of the bubblewrap binary
     sandbox_uid: int = 63333  # host uid (and gid) of the sandbox when the runner is root: an otherwise unused one
     startup_timeout_s: float = 180.0  # seconds for the sandbox to import torch (its isolation proof comes after)
-    docker_image: str = "coursebot-runner:latest"  # needs python3, torch and this runner package
+    docker_image: str = "coursebot-job"  # the Dockerfile's job target: python3, torch and this runner, no lessons
     docker_host: str | None = None  # the Docker engine; None: Docker's default socket
     # Not settings of the worker, but of the embedded client that starts it:
     python: str = sys.executable  # the interpreter `python -m runner serve` runs on (it needs torch)

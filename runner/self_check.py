@@ -30,7 +30,7 @@ async def prove_isolation(backend: Backend, python: str, stderr_tail: Callable[[
         raise SandboxUnavailable(
             f"the sandbox cannot run a trivial snippet: {res.status} {res.stderr[-800:]} {stderr_tail()}"
         )
-    with _probe_targets() as targets:
+    with _probe_targets(plant_beside(sandbox.package_dir(), sandbox.python_binds(python))) as targets:
         res = await backend.run(PROBE.format(port=targets.port, planted=targets.planted, unix=targets.unix))
     try:
         facts = json.loads(res.stdout.strip().splitlines()[-1])
@@ -62,15 +62,29 @@ class _Targets:
     unix: str  # a Unix socket listening on the host
 
 
+def plant_beside(package: str, bound: list[str]) -> Path | None:
+    """Where to plant the probe's file: beside the runner package, the host folder a leak would most likely
+    show, unless that folder is bound into the sandbox on purpose (a package installed in the venv's
+    site-packages is: it holds torch). Then a plant there would be seen by design, a false alarm. Pure."""
+    folder = str(Path(package).parent)
+    if any(folder == b or folder.startswith(b.rstrip("/") + "/") for b in bound):
+        return None
+    return Path(folder)
+
+
 @contextlib.contextmanager
-def _probe_targets() -> Iterator[_Targets]:
+def _probe_targets(beside: Path | None) -> Iterator[_Targets]:
     """What a probe job must not reach, set up on the host for the length of the probe."""
     tmp = Path(tempfile.mkdtemp(prefix="coursebot-probe-"))
-    planted = Path(sandbox.package_dir()).parent / f".coursebot-probe-{secrets.token_hex(6)}"
-    try:
-        planted.write_text("secret")
-    except OSError:
-        planted = tmp / "planted"
+    planted = tmp / "planted"
+    if beside is not None:
+        candidate = beside / f".coursebot-probe-{secrets.token_hex(6)}"
+        try:
+            candidate.write_text("secret")
+            planted = candidate
+        except OSError:  # not ours to write: the temporary folder will do
+            pass
+    if planted.parent == tmp:
         planted.write_text("secret")
     unix_path = str(tmp / "probe.sock")
     with (

@@ -1,5 +1,7 @@
 """What the isolation probe's findings say is broken (pure); the probes themselves run in test_runner_pool."""
 
+from pathlib import Path
+
 from runner.self_check import probe_failures
 
 GOOD_FACTS = {
@@ -33,3 +35,15 @@ def test_each_broken_isolation_fact_is_named_once():
     assert "seccomp" in probe_failures(facts, {".pyenv"})[0]
     facts = {**GOOD_FACTS, "status": {**GOOD_FACTS["status"], "CapEff": "00000000a80425fb"}}
     assert "capabilities" in probe_failures(facts, {".pyenv"})[0]
+
+
+def test_the_probe_is_planted_beside_the_runner_only_where_the_sandbox_does_not_bind_on_purpose():
+    from runner.self_check import plant_beside
+
+    # A checkout: the runner's folder is not bound (only the package itself is, elsewhere).
+    assert plant_beside("/srv/coursebot/runner", ["/usr", "/srv/coursebot/.venv"]) == Path("/srv/coursebot")
+    # Installed in the venv's site-packages beside torch: bound by design, so planting there would be a false alarm.
+    site = "/opt/venv/lib/python3.11/site-packages"
+    assert plant_beside(f"{site}/runner", ["/usr", "/opt/venv"]) is None
+    assert plant_beside(f"{site}/runner", ["/usr", site]) is None
+    assert plant_beside("/opt/venv-app/runner", ["/opt/venv"]) == Path("/opt/venv-app")
