@@ -27,6 +27,7 @@ from .config import RunnerConfig, parse_address
 from .docker_backend import DockerBackend, DockerConfig
 from .errors import InvalidRequest, RunnerConfigError, RunnerError
 from .pool import Pool, PoolConfig
+from .result import RunResult
 from .service import scrub_environment, serve_forever
 
 
@@ -56,8 +57,16 @@ async def _exec(config: RunnerConfig, files: list[tuple[str, str]], as_json: boo
     except RunnerError as e:
         print(f"runner: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
+    # As many jobs in flight as the backend has slots, the rest wait here: any number of files queue
+    # without ever meeting RunnerBusy, and the results are printed in the files' order.
+    room = asyncio.Semaphore(config.pool_size)
+
+    async def run(source: str) -> RunResult:
+        async with room:
+            return await backend.run(source)
+
+    tasks = [asyncio.ensure_future(run(src)) for _, src in files]
     try:
-        tasks = [asyncio.ensure_future(backend.run(src)) for _, src in files]
         all_ok = True
         for (path, _), task in zip(files, tasks, strict=True):
             try:
@@ -82,6 +91,9 @@ async def _exec(config: RunnerConfig, files: list[tuple[str, str]], as_json: boo
                 sys.stdout.flush()
         return 0 if all_ok else 1
     finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         await backend.close()
 
 

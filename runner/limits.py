@@ -7,6 +7,7 @@ for other values per job (``Limits.from_dict``), but never above ``MAXIMUM``.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -43,10 +44,17 @@ class Limits:
     code_bytes: int = 128 * KiB
 
     def __post_init__(self) -> None:
+        # Every value reaches a kernel interface (rlimits, cgroup files, mount options) or a byte budget:
+        # NaN and infinity compare false with everything and slip through range checks, so they are refused
+        # here, once, as are bools and strings.  A whole float (JSON's 1e6) is taken as the int it is.
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
-                raise InvalidRequest(f"limit {f.name} must be a positive number, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise InvalidRequest(f"limit {f.name} must be a finite number above 0, got {v!r}")
+            if f.type == "int" and not isinstance(v, int):
+                if not v.is_integer():
+                    raise InvalidRequest(f"limit {f.name} must be a whole number, got {v!r}")
+                object.__setattr__(self, f.name, int(v))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -76,17 +76,17 @@ class Service:
                     body = await reader.readexactly(n)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     break
+                # A frame that is not a request (not JSON, too deep, another version) is answered and never
+                # acted on; the framing is intact, so the connection goes on with the next one.
                 try:
-                    raw = json.loads(body.decode("utf-8"))
-                except (UnicodeDecodeError, ValueError):
-                    await reply({"id": None, "ok": False, "error": _err(ProtocolError("frame is not UTF-8 JSON"))})
-                    break
-                rid = raw.get("id") if isinstance(raw, dict) else None
-                try:
-                    msg = protocol.decode(body)
+                    raw = protocol.parse(body)
                 except ProtocolError as e:
-                    # Wrong version (or not an object): answered, never acted on.
-                    await reply({"id": rid, "ok": False, "error": _err(e)})
+                    await reply({"id": None, "ok": False, "error": _err(e)})
+                    continue
+                try:
+                    msg = protocol.check_version(raw)
+                except ProtocolError as e:
+                    await reply({"id": raw.get("id"), "ok": False, "error": _err(e)})
                     continue
                 t = asyncio.ensure_future(self._answer(msg, reply))
                 tasks.add(t)

@@ -139,3 +139,46 @@ def test_scrub_environment(monkeypatch):
     assert "TELEGRAM_BOT_TOKEN" not in os.environ and "DB_PASSWORD" not in os.environ
     assert os.environ["LANG"] == "C.UTF-8"
     assert SECRET_ENV.search("AWS_SECRET_ACCESS_KEY")
+
+
+def frame(body: bytes) -> bytes:
+    return struct.pack(">I", len(body)) + body
+
+
+async def test_a_deeply_nested_frame_gets_a_protocol_error_and_the_connection_keeps_serving(served):
+    _, backend, path = served
+    errors = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, ctx: errors.append(ctx))
+    deep = b'{"v": 1, "id": 3, "op": "run", "code": "x", "limits": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    r, w = await asyncio.open_unix_connection(path)
+    try:
+        w.write(frame(deep) + frame(b'{"v": 1, "id": 4, "op": "ping"}'))
+        await w.drain()
+        replies = []
+        for _ in range(2):
+            header = await asyncio.wait_for(r.readexactly(4), 5)
+            replies.append(json.loads(await r.readexactly(struct.unpack(">I", header)[0])))
+    finally:
+        w.close()
+    assert replies[0]["ok"] is False and replies[0]["error"]["type"] == "ProtocolError"
+    assert "nested" in replies[0]["error"]["message"]
+    assert replies[1] == {"v": 1, "id": 4, "ok": True, "result": {"pong": True}}
+    assert backend.calls == [] and errors == []
+
+
+@pytest.mark.parametrize("constant", [b"NaN", b"Infinity", b"-Infinity"])
+async def test_non_finite_json_numbers_are_a_protocol_error(served, constant):
+    _, backend, path = served
+    body = b'{"v": 1, "id": 5, "op": "run", "code": "x", "limits": {"output_bytes": ' + constant + b"}}"
+    reply = await raw_exchange(path, frame(body))
+    assert reply["ok"] is False and reply["error"]["type"] == "ProtocolError"
+    assert backend.calls == []
+
+
+def test_nesting_within_the_bound_decodes():
+    body = json.dumps({"v": 1, "a": [[[[1.0]]]], "b": {"c": {"d": [1, 2, {"e": None}]}}}).encode()
+    assert protocol.decode(body)["a"] == [[[[1.0]]]]
+    too_deep = json.dumps({"v": 1, "a": json.loads("[" * protocol.MAX_DEPTH + "]" * protocol.MAX_DEPTH)})
+    with pytest.raises(ProtocolError, match="nested"):
+        protocol.decode(too_deep.encode())
