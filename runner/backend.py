@@ -121,6 +121,7 @@ class JobEnd:
     signal: int | None  # the signal that ended it
     stderr: str
     truncated: bool = False  # its output reached the output limit
+    flooded: bool = False  # it wrote more than allowed on a descriptor the runner reads besides its output
     timed_out: bool = False  # its wall-clock time ran out
     oom_killed: bool = False  # the kernel's OOM killer struck in its cgroup
     cpu_s: float | None = None  # CPU seconds it used; None: not measured
@@ -128,7 +129,7 @@ class JobEnd:
 
 def classify(end: JobEnd, limits: Limits) -> str:
     """The job's status (one of result.STATUSES).  Pure; order matters: a limit wins over what it caused."""
-    if end.truncated:
+    if end.truncated or end.flooded:
         return "output_limit"
     if end.timed_out:
         return "timeout"

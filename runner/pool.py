@@ -133,16 +133,24 @@ class _Job:
 
     def on_readable(self, stream: pipes.Stream) -> None:
         stream.pump()
-        if stream.eof:
+        if stream.eof or stream.overflow:  # an overflowed stream is never read again (pipes.Stream.pump)
             asyncio.get_running_loop().remove_reader(stream.fd)
-        if self.truncated:
+        if stream.overflow:
+            # Any stream: stdout and stderr share the output budget; "done" and the report have their own,
+            # and a job flooding them ends as one flooding its output does.
             self.end("output_limit")
         elif stream is self.done and self.said_done() is not None:
             self.end("done")
 
     @property
     def truncated(self) -> bool:
+        """Its output (stdout + stderr) reached the output limit."""
         return self.out.overflow or self.err.overflow
+
+    @property
+    def flooded(self) -> bool:
+        """It wrote more than allowed on "done" or the report."""
+        return self.done.overflow or (self.report is not None and self.report.overflow)
 
     def said_done(self) -> Message | None:
         """The exit the job reported on its "done" pipe, as an exit message (None: not yet)."""
@@ -187,6 +195,7 @@ class Pool:
         self._recycling: set[asyncio.Task[None]] = set()
         self.pids_limit_proven = False
         self.jobs_done = 0
+        self.job_bytes_read = 0  # bytes read from jobs' pipes, kept or dropped
 
     # --- lifecycle -------------------------------------------------------
     async def start(self) -> Pool:
@@ -267,6 +276,7 @@ class Pool:
             "running": self._slots.running,
             "waiting": self._slots.waiting,
             "jobs_done": self.jobs_done,
+            "job_bytes_read": self.job_bytes_read,
             "torch": self.zygote.torch_version if self.zygote else None,
             "cgroup_version": self.tree.layout.version if self.tree else None,
             "pids_limit_proven": self.pids_limit_proven,
@@ -485,6 +495,7 @@ class Pool:
                         loop.remove_reader(stream.fd)
                     stream.pump(None)  # the writers are gone (killed): what is left in the pipe
                     stream.close()
+                    self.job_bytes_read += stream.taken
             if not exit_fut.done():
                 exit_fut.add_done_callback(lambda f: f.cancelled() or f.exception())
             self._recycle(cg)
@@ -539,6 +550,7 @@ class Pool:
             sig,
             stderr,
             truncated=job.truncated,
+            flooded=job.flooded,
             timed_out=timed_out,
             oom_killed=cg.oom_killed(),
             cpu_s=cpu_s,

@@ -30,6 +30,7 @@ LIMITS = Limits(cpu_time_s=2)
         (JobEnd(None, signal.SIGKILL, "", oom_killed=True), "memory_limit"),
         (JobEnd(None, signal.SIGKILL, "", timed_out=True, oom_killed=True), "timeout"),
         (JobEnd(0, None, "", truncated=True, timed_out=True), "output_limit"),
+        (JobEnd(None, signal.SIGKILL, "", flooded=True), "output_limit"),  # killed for flooding "done"/report
     ],
 )
 def test_a_jobs_end_gets_one_status_and_a_limit_wins_over_what_it_caused(end, status):

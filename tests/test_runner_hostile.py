@@ -435,6 +435,26 @@ async def test_hostile(env, name, code, statuses, pred, limits):
         assert pred(r), (name, r)
 
 
+# --- floods on the descriptors the runner reads besides stdout and stderr ------------------------
+
+
+@pytest.mark.parametrize("fd,name", [(3, "done"), (4, "report")])
+async def test_a_flood_on_a_control_descriptor_ends_the_job_and_the_runner_reads_a_bounded_amount(env, fd, name):
+    """Reading and discarding a flood burned the runner's CPU, outside every job's cgroup, until the wall limit."""
+    pool = env["pool"]
+    checks = ExerciseChecks(checks=(Check("x", "x", kind="equal", expect=1),))  # fd 4 exists in graded runs only
+    before = pool.stats()["job_bytes_read"]
+    r = await pool.run(
+        f"import os\nx = 1\nchunk = b'{{' * 65536\nwhile True:\n    os.write({fd}, chunk)",
+        limits={"wall_time_s": 20, "cpu_time_s": 15},
+        checks=checks,
+    )
+    read = pool.stats()["job_bytes_read"] - before
+    assert r.status == "output_limit" and not r.passed, (name, r)
+    # What the budgets allow (output, "done", report) and at most one chunk more per stream.
+    assert read <= 64 * 1024 + 4096 + (1 << 20) + 4 * 65536, (name, read)
+
+
 async def test_files_do_not_persist_between_jobs(env):
     r = await run(
         env,
