@@ -2,8 +2,6 @@
 
 import os
 
-import pytest
-
 from runner import pipes
 
 
