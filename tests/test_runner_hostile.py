@@ -20,6 +20,7 @@ import tempfile
 import pytest
 import pytest_asyncio
 
+from runner import sandbox
 from runner.grading import Check, ExerciseChecks
 from tests.runner_cases.helpers import repo_root, start_pool
 
@@ -433,6 +434,38 @@ async def test_hostile(env, name, code, statuses, pred, limits):
     assert r.status in statuses, (name, r)
     if pred is not None:
         assert pred(r), (name, r)
+
+
+# --- terminals -----------------------------------------------------------------------------------
+
+
+async def test_a_job_gets_only_a_few_terminals_of_its_own(env):
+    """One job once held 3,071 of the host's 3,072 pseudo-terminals; bounded here at 64 tries."""
+    r = await run(
+        env,
+        "import os\nheld = []\nfor _ in range(64):\n    try:\n        held.append(os.openpty())\n"
+        "    except OSError as e:\n        print('refused', e.errno)\n        break\nprint(len(held))",
+    )
+    assert r.status == "ok", r
+    assert r.stdout.splitlines()[0].startswith("refused")
+    assert int(r.stdout.splitlines()[-1]) == sandbox.JOB_PTYS
+
+
+async def test_two_concurrent_jobs_cannot_talk_through_a_terminal(env):
+    holder = (
+        "import os, time\nm, s = os.openpty()\nos.set_blocking(m, False)\nprint(os.ttyname(s), flush=True)\n"
+        "time.sleep(2.5)\ntry:\n    print('got', os.read(m, 100))\nexcept BlockingIOError:\n    print('nothing')"
+    )
+    intruder = (
+        "import os, time\ntime.sleep(0.8)\nnames = sorted(os.listdir('/dev/pts'))\nprint(names)\n"
+        "for n in names:\n    if n.isdigit():\n        try:\n            fd = os.open('/dev/pts/' + n, os.O_WRONLY)\n"
+        "            os.write(fd, b'hi from the other job\\n')\n            print('wrote', n)\n"
+        "        except OSError as e:\n            print('refused', n, e.errno)"
+    )
+    a, b = await asyncio.gather(run(env, holder), run(env, intruder))
+    assert a.status == "ok" and b.status == "ok", (a, b)
+    assert a.stdout.splitlines()[-1] == "nothing", a
+    assert "wrote" not in b.stdout and b.stdout.splitlines()[0] == "['ptmx']", b
 
 
 # --- floods on the descriptors the runner reads besides stdout and stderr ------------------------
