@@ -426,8 +426,9 @@ def enter_job(limits: Limits) -> int:
     private mount, net and ipc namespaces; a fresh /proc and devpts; per-job tmpfs."""
     unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC)
     mount(None, "/", None, MS_REC | MS_PRIVATE)
-    # A /proc of this pid namespace: the job sees only itself and its init.
-    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    # A /proc of this pid namespace (the job sees only itself and its init) with nothing but the processes
+    # (subset=pid, Linux 5.8+): no kernel command line or config, boot_id, host-wide load, memory or mounts.
+    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, JOB_PROC_OPTIONS)
     # Terminals of its own (/dev/ptmx is bwrap's symlink to pts/ptmx): the zygote's devpts would let
     # concurrent jobs open each other's terminals, and every instance draws on the host's kernel.pty.max.
     mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, f"newinstance,ptmxmode=0666,mode=0600,max={JOB_PTYS}")
@@ -445,6 +446,8 @@ def enter_job(limits: Limits) -> int:
 
 
 JOB_TMPFS = ((WORKDIR, "0755"), ("/tmp", "1777"), ("/dev/shm", "1777"))
+# hidepid: a process the job cannot ptrace (its init) is not even listed.
+JOB_PROC_OPTIONS = "subset=pid,hidepid=invisible"
 JOB_PTYS = 4  # pseudo-terminals a job may hold at once (no lesson needs one; a library might open one)
 
 

@@ -273,7 +273,7 @@ CASES = [
         "try:\n    open('/proc/1/mem', 'rb').read(1)\n    print('mem open')\n"
         "except OSError as e:\n    print(type(e).__name__)",
         {"ok"},
-        lambda r: r.stdout.splitlines()[0] == "['1', '2']" and "mem open" not in r.stdout,
+        lambda r: r.stdout.splitlines()[0] == "['2']" and "mem open" not in r.stdout,
         {},
     ),
     (
@@ -436,6 +436,37 @@ async def test_hostile(env, name, code, statuses, pred, limits):
         assert pred(r), (name, r)
 
 
+# --- what /proc shows ----------------------------------------------------------------------------
+
+HOST_WIDE_PROC = (
+    "/proc/cmdline",
+    "/proc/config.gz",
+    "/proc/sys/kernel/random/boot_id",
+    "/proc/loadavg",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/proc/uptime",
+    "/proc/mounts",
+    "/proc/version",
+    "/proc/kallsyms",
+    "/proc/sys",
+)
+
+
+async def test_proc_shows_the_jobs_processes_and_nothing_of_the_host(env):
+    r = await run(
+        env,
+        "import os\nprint(sorted(x for x in os.listdir('/proc') if not x.isdigit()))\n"
+        f"for p in {HOST_WIDE_PROC!r}:\n    print(p, os.path.exists(p))\n"
+        "print(os.getloadavg() if os.path.exists('/proc/loadavg') else 'no load')",
+    )
+    assert r.status == "ok", r
+    lines = r.stdout.splitlines()
+    assert lines[0] == "['self', 'thread-self']"
+    assert lines[1:-1] == [f"{p} False" for p in HOST_WIDE_PROC]
+    assert lines[-1] == "no load"
+
+
 # --- terminals -----------------------------------------------------------------------------------
 
 
@@ -514,7 +545,7 @@ async def test_parallel_jobs_do_not_see_each_other(env):
     for t, r in zip(tags, rs, strict=False):
         lines = r.stdout.splitlines()
         assert lines[:50] == [t] * 50
-        assert lines[50] == f"['{t}'] ['1', '2']"
+        assert lines[50] == f"['{t}'] ['2']"
 
 
 async def test_forged_verdicts_never_pass(env):

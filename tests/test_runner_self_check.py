@@ -10,7 +10,8 @@ GOOD_FACTS = {
     "planted": False,
     "root": [".pyenv"],
     "status": {"NoNewPrivs": "1", "Seccomp": "2", "CapEff": "0000000000000000", "CapBnd": "0000000000000000"},
-    "pids": ["1", "2"],
+    "pids": ["2"],
+    "proc": ["self", "thread-self"],
     "env": [],
 }
 
@@ -24,6 +25,7 @@ def test_each_broken_isolation_fact_is_named_once():
         ("planted", True, "planted"),
         ("root", [".pyenv", ".ssh"], "/root"),
         ("pids", ["1", "2", "77"], "pid"),
+        ("proc", ["cmdline", "self", "thread-self"], "/proc"),
         ("env", ["TELEGRAM_BOT_TOKEN"], "environment"),
     ]:
         facts = {**GOOD_FACTS, key: bad}
