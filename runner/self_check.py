@@ -3,7 +3,8 @@
 The pool runs these through its own sandbox before it serves anyone (``prove_isolation``), and refuses
 to start, saying how to fix the host, if a probe job could reach the network, the host's loopback or
 Unix sockets, a file planted on the host, /root, capabilities, the host's pid namespace or more of /proc
-than its own processes, or if the pids limit does not bind.  The fork test is BOUNDED (40 tries against a limit of 8), never a real bomb.
+than its own processes, or if the pids limit does not bind.  The fork test is BOUNDED (40 tries against
+a limit of 8), never a real bomb.
 """
 
 from __future__ import annotations
