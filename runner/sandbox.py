@@ -520,3 +520,7 @@ def set_rlimits(limits: Limits) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_MEMLOCK, (0, 0))
     resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))
+    # No real-time scheduling and no nice below the default, whatever the runner was started with: a
+    # SCHED_FIFO loop would starve the host, outside anything the cgroups' CPU quota sees in time.
+    resource.setrlimit(resource.RLIMIT_RTPRIO, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NICE, (0, 0))

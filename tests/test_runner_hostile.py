@@ -419,6 +419,18 @@ CASES = [
         {"wall_time_s": 8},
     ),
     (
+        "realtime_and_nice",
+        "import os, resource\n"
+        "print(resource.getrlimit(resource.RLIMIT_RTPRIO), resource.getrlimit(resource.RLIMIT_NICE))\n"
+        "for f in (lambda: os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1)), lambda: os.nice(-5),\n"
+        "          lambda: resource.setrlimit(resource.RLIMIT_RTPRIO, (1, 1))):\n"
+        "    try:\n        f()\n        print('ALLOWED')\n    except (OSError, ValueError) as e:\n"
+        "        print(type(e).__name__)",
+        {"ok"},
+        lambda r: r.stdout.splitlines()[0] == "(0, 0) (0, 0)" and "ALLOWED" not in r.stdout,
+        {},
+    ),
+    (
         "read_stdin",
         "import sys\nprint(repr(sys.stdin.read()))\ninput()",
         {"error"},
