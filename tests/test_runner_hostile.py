@@ -10,6 +10,7 @@ proved, in this very environment, that the pids limit binds.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import secrets
 import signal
@@ -419,6 +420,31 @@ CASES = [
         {"wall_time_s": 8},
     ),
     (
+        "sync_storm",
+        # sync() returns nothing (os.sync() cannot fail), so ask the kernel's answer through syscall().
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "rcs = set((libc.syscall(162), ctypes.get_errno()) for _ in range(1000))\nos.sync()\nprint(sorted(rcs))",
+        {"ok"},
+        lambda r: r.stdout == f"[(-1, {errno.EPERM})]\n",
+        {},
+    ),
+    (
+        "host_load_and_memory",
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nbuf = ctypes.create_string_buffer(256)\n"
+        "print(libc.sysinfo(buf), ctypes.get_errno(), bytes(buf[:64]).count(0))",
+        {"ok"},
+        lambda r: r.stdout == f"-1 {errno.EPERM} 64\n",
+        {},
+    ),
+    (
+        "syscalls_newer_than_the_table",
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nout = set()\nfor nr in range(451, 480):\n"
+        "    out.add((libc.syscall(nr, 0, 0, 0, 0, 0), ctypes.get_errno()))\nprint(sorted(out))",
+        {"ok"},
+        lambda r: r.stdout == f"[(-1, {errno.ENOSYS})]\n",
+        {},
+    ),
+    (
         "realtime_and_nice",
         "import os, resource\n"
         "print(resource.getrlimit(resource.RLIMIT_RTPRIO), resource.getrlimit(resource.RLIMIT_NICE))\n"
@@ -477,6 +503,61 @@ async def test_proc_shows_the_jobs_processes_and_nothing_of_the_host(env):
     assert lines[0] == "['self', 'thread-self']"
     assert lines[1:-1] == [f"{p} False" for p in HOST_WIDE_PROC]
     assert lines[-1] == "no load"
+
+
+# --- covert channels between concurrent jobs --------------------------------------------------------
+
+# A file every job can read: the interpreter's own os.py, bound read-only from the host.
+SHARED_FILE = "import os\nshared = os.__file__\n"
+
+
+async def test_two_concurrent_jobs_cannot_signal_through_locks_on_a_shared_file(env):
+    """flock() on a shared read-only file carried bits between two jobs; every kind of lock is refused."""
+    holder = SHARED_FILE + (
+        "import fcntl, time\nfd = os.open(shared, os.O_RDONLY)\n"
+        "for name, lock in (('flock', lambda: fcntl.flock(fd, fcntl.LOCK_SH)),\n"
+        "                   ('posix', lambda: fcntl.lockf(open(shared, 'rb'), fcntl.LOCK_SH)),\n"
+        "                   ('ofd', lambda: fcntl.fcntl(fd, 37, bytes(32)))):\n"
+        "    try:\n        lock()\n        print(name, 'LOCKED', flush=True)\n"
+        "    except OSError as e:\n        print(name, 'refused', e.errno, flush=True)\ntime.sleep(2.5)"
+    )
+    probe = SHARED_FILE + (
+        "import fcntl, time\ntime.sleep(0.8)\nfd = os.open(shared, os.O_RDONLY)\n"
+        "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n    print('flock free')\n"
+        "except BlockingIOError:\n    print('flock BUSY: a bit from the other job')\n"
+        "except OSError as e:\n    print('flock refused', e.errno)\n"
+        "import struct\nq = struct.pack('hhqqi', fcntl.F_WRLCK, 0, 0, 0, 0)\n"
+        "try:\n    r = fcntl.fcntl(fd, fcntl.F_GETLK, q)\n"
+        "    print('getlk', 'BUSY' if struct.unpack('hhqqi', r)[0] != fcntl.F_UNLCK else 'free')\n"
+        "except OSError as e:\n    print('getlk refused', e.errno)"
+    )
+    a, b = await asyncio.gather(run(env, holder), run(env, probe))
+    assert a.status == "ok" and b.status == "ok", (a, b)
+    assert "LOCKED" not in a.stdout and a.stdout.count("refused") == 3, a
+    assert "BUSY" not in b.stdout and b.stdout.count("refused") == 2, b
+
+
+async def test_a_job_cannot_watch_shared_files_for_other_jobs_or_the_host(env):
+    """inotify on the read-only binds showed which files other jobs and host processes open."""
+    watcher = (
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "for name, call in (('inotify_init1', lambda: libc.inotify_init1(0)),\n"
+        "                   ('inotify_init', lambda: libc.syscall(253)),\n"
+        "                   ('fanotify_init', lambda: libc.syscall(300, 0, 0))):\n"
+        "    print(name, call(), ctypes.get_errno())\n"
+        "import fcntl\nd = os.open(os.path.dirname(os.__file__), os.O_RDONLY)\n"
+        "try:\n    fcntl.fcntl(d, fcntl.F_NOTIFY, fcntl.DN_ACCESS | fcntl.DN_MULTISHOT)\n"
+        "    print('dnotify WATCHING')\n"
+        "except OSError as e:\n    print('dnotify refused', e.errno)"
+    )
+    r = await run(env, watcher)
+    assert r.status == "ok", r
+    assert r.stdout.splitlines() == [
+        f"inotify_init1 -1 {errno.EPERM}",
+        f"inotify_init -1 {errno.EPERM}",
+        f"fanotify_init -1 {errno.EPERM}",
+        f"dnotify refused {errno.EPERM}",
+    ]
 
 
 # --- terminals -----------------------------------------------------------------------------------

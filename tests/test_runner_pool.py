@@ -11,6 +11,7 @@ import pytest_asyncio
 from runner.errors import InvalidRequest, RunnerBusy
 from runner.grading import Check, ExerciseChecks
 from runner.limits import Limits
+from tests.runner_cases.everyday import EVERYDAY
 from tests.runner_cases.helpers import start_pool
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -245,3 +246,10 @@ async def test_a_spawn_the_zygote_cannot_honour_never_leaves_a_second_zygote(poo
 async def test_non_finite_limits_are_refused_before_anything_runs(pool, limits):
     with pytest.raises(InvalidRequest, match=next(iter(limits))):
         await pool.run("print(1)", limits=limits)
+
+
+@pytest.mark.parametrize("name", sorted(EVERYDAY))
+async def test_everyday_python_runs_under_the_seccomp_allow_list(pool, name):
+    r = await pool.run(EVERYDAY[name], limits={"wall_time_s": 30, "cpu_time_s": 20})
+    assert r.status == "ok", (name, r)
+    assert "Function not implemented" not in r.stderr and "not permitted" not in r.stderr, (name, r.stderr)
