@@ -14,7 +14,7 @@ CATALOGS := $(wildcard locales/*/LC_MESSAGES/messages.po)
 run: setup
 	$(PY) -m bot run
 
-test: setup
+test: setup check
 	$(PY) -m pytest
 
 setup: $(INSTALLED) catalogs
@@ -31,7 +31,7 @@ catalogs: $(INSTALLED)
 
 # Translator workflow: extract the strings from the code, then merge them into every catalog.
 extract: $(INSTALLED)
-	$(PYBABEL) extract --no-location --sort-output --omit-header -k N_ -o $(POT) bot
+	$(PYBABEL) extract --no-location --sort-output --omit-header -o $(POT) bot
 
 update: extract
 	$(PYBABEL) update --no-fuzzy-matching -i $(POT) -d locales -D messages

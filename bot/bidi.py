@@ -31,8 +31,8 @@ def isolate(text: str) -> str:
 def isolate_runs(text: str) -> str:
     """Isolate every left-to-right run (code, numbers, Latin words) inside right-to-left plain text."""
 
-    def wrap(match: re.Match) -> str:
-        run = match.group(0)
+    def wrap(match: re.Match[str]) -> str:
+        run: str = match.group(0)
         if not _STRONG.search(run) or LRI in run or PDI in run:
             return run
         core = run.rstrip(_TRAILING)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
@@ -22,7 +23,7 @@ class CallbackData:
     prefix: ClassVar[str] = ""
     _by_prefix: ClassVar[dict[str, type[CallbackData]]] = {}
 
-    def __init_subclass__(cls, prefix: str, **kwargs):
+    def __init_subclass__(cls, prefix: str, **kwargs: object):
         super().__init_subclass__(**kwargs)
         if SEPARATOR in prefix or prefix in CallbackData._by_prefix:
             raise TypeError(f"callback prefix {prefix!r} must be unique and contain no {SEPARATOR!r}")
@@ -60,8 +61,8 @@ class CallbackData:
         declared = fields(cls)
         if len(values) != len(declared) or not all(_FIELD.fullmatch(v) for v in values):
             raise CallbackDataError(f"malformed callback data {data!r}")
-        parsed = {}
-        for f, value in zip(declared, values, strict=False):
+        parsed: dict[str, str | int] = {}
+        for f, value in zip(declared, values, strict=True):
             if f.type in (int, "int"):
                 if not value.isdigit():
                     raise CallbackDataError(f"{f.name} must be a number in {data!r}")
@@ -121,7 +122,7 @@ class ConfirmReset(CallbackData, prefix="x"):
     answer: str
 
 
-def matches(kind: type[CallbackData]):
+def matches(kind: type[CallbackData]) -> Callable[[object], bool]:
     """Return a CallbackQueryHandler pattern that selects taps carrying ``kind``'s prefix."""
     start = kind.prefix + SEPARATOR
     return lambda data: isinstance(data, str) and data.startswith(start)

@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from bot.config import Config
+from bot.content.model import Content, Translation
 from bot.errors import ConfigError, ContentError, CoursebotError
+from bot.i18n import DEFAULT_LANGUAGE
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILURE = 1
@@ -38,16 +41,16 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _lint(args: argparse.Namespace) -> int:
-    from bot import translations
+    from bot.content import coverage
+    from bot.content.load import lint
     from bot.i18n import I18n
-    from bot.lint import lint
 
     config = Config.from_env(require_token=False)
     i18n = I18n(config.locales_dir)
     content, problems = lint(Path(args.dir), i18n)
     for problem in problems:
         print(problem)
-    if problems:
+    if problems or content is None:
         print(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} found", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.stamp:
@@ -56,14 +59,14 @@ def _lint(args: argparse.Namespace) -> int:
     slides = sum(len(lesson.slides) for lesson in lessons)
     questions = sum(len(lesson.quiz) for lesson in lessons)
     print(f"ok: {len(lessons)} lessons, {slides} slides, {questions} questions")
-    languages = sorted((set(content.translations) | set(i18n.languages)) - {"en"})
+    languages = sorted((set(content.translations) | set(i18n.languages)) - {DEFAULT_LANGUAGE})
     reports = [
-        translations.coverage(content, language, config.locales_dir / language / "LC_MESSAGES" / "messages.po")
+        coverage.coverage(content, language, config.locales_dir / language / "LC_MESSAGES" / "messages.po")
         for language in languages
     ]
-    for line in translations.report_lines(reports):
+    for line in coverage.report_lines(reports):
         print(line)
-    for line in translations.warning_lines(reports):
+    for line in coverage.warning_lines(reports):
         print(f"warning: {line}")
     if args.strict and not all(report.complete for report in reports):
         print("--strict: some translations are incomplete or out of date", file=sys.stderr)
@@ -71,21 +74,18 @@ def _lint(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stamp(content, paths: list[Path]) -> int:
+def _stamp(content: Content, paths: list[Path]) -> int:
     """Stamp each translation file named (or every one in a folder named) with the current English hashes."""
-    from bot import translations
+    from bot.content import stamps
 
-    files = {}
+    files: dict[Path, tuple[Translation, dict[str, str]]] = {}
     for course in content.translations.values():
         if course.translation is not None:
-            files[Path(course.translation.path).resolve()] = (
-                course.translation,
-                translations.course_parts(content.english),
-            )
-        for source, lesson in zip(content.english.lessons, course.lessons, strict=False):
+            files[Path(course.translation.path).resolve()] = (course.translation, stamps.course_parts(content.english))
+        for source, lesson in zip(content.english.lessons, course.lessons, strict=True):
             if lesson.translation is not None:
-                files[Path(lesson.translation.path).resolve()] = (lesson.translation, translations.lesson_parts(source))
-    wanted = []
+                files[Path(lesson.translation.path).resolve()] = (lesson.translation, stamps.lesson_parts(source))
+    wanted: list[Path] = []
     for path in paths:
         resolved = path.resolve()
         matches = [f for f in files if f == resolved or resolved in f.parents]
@@ -98,7 +98,7 @@ def _stamp(content, paths: list[Path]) -> int:
         wanted += sorted(matches)
     for file in dict.fromkeys(wanted):
         translation, current = files[file]
-        count = translations.stamp(file, translation, current)
+        count = stamps.stamp(file, translation, current)
         print(f"stamped {translation.path}: {count} part{'s' if count != 1 else ''}")
     return 0
 
@@ -143,7 +143,9 @@ def parser() -> argparse.ArgumentParser:
     lint.set_defaults(func=_lint)
     preview = commands.add_parser("preview", help="print a lesson as the learner reads it, without Telegram")
     preview.add_argument("lesson", help="lesson id or number, e.g. 1 or requires-grad")
-    preview.add_argument("--language", "-l", default="en", help="language code (default: en)")
+    preview.add_argument(
+        "--language", "-l", default=DEFAULT_LANGUAGE, help=f"language code (default: {DEFAULT_LANGUAGE})"
+    )
     preview.add_argument("--dir", default=None, help="the lessons folder (default: COURSEBOT_LESSONS or lessons)")
     preview.set_defaults(func=_preview)
     db = commands.add_parser("db", help="database maintenance").add_subparsers(dest="db_command", required=True)
@@ -156,8 +158,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the coursebot command line."""
     args = parser().parse_args(argv)
+    command: Callable[[argparse.Namespace], int] = args.func
     try:
-        return args.func(args)
+        return command(args)
     except CoursebotError as exc:
         print(f"coursebot: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT if isinstance(exc, (ContentError, ConfigError)) else EXIT_FAILURE

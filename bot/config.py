@@ -1,24 +1,29 @@
-"""Read the bot's configuration from the environment, once, in one place."""
+"""Read the bot's configuration from the environment, once, in one place (the runner's RUNNER_* included)."""
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 from bot.errors import ConfigError
+from runner.client import RunnerConfig, RunnerConfigError, parse_address
 
-TELEGRAM_API = "https://api.telegram.org"
+N = TypeVar("N", int, float)
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 @dataclass(frozen=True)
 class Config:
-    """Everything the bot reads from its environment. The token never shows in a repr."""
+    """Everything the bot reads from its environment; the defaults are stated here only. The token never shows
+    in a repr."""
 
     token: str = field(repr=False)
-    api_base_url: str = TELEGRAM_API
+    api_base_url: str = "https://api.telegram.org"
     db_path: Path = Path("data/coursebot.sqlite3")
     lessons_dir: Path = Path("lessons")
     locales_dir: Path = Path("locales")
@@ -29,9 +34,12 @@ class Config:
     # Updates processed at once; updates of one learner are always handled in order.
     concurrent_updates: int = 256
     log_level: str = "INFO"
-    # "embedded" starts the runner beside the bot; "off" disables running code; else a
-    # runner elsewhere: unix:///path/to/socket or tcp://host:port.
+    # "embedded" starts the runner beside the bot; "off" disables running code; else the address of a
+    # runner elsewhere, as runner.client.parse_address reads it: unix:///path/to/socket or tcp://host:port.
     runner: str = "embedded"
+    # How the embedded runner is started and sized (RUNNER_POOL, RUNNER_QUEUE, ...): the runner's own config,
+    # read by the runner's own reader.
+    runner_config: RunnerConfig = field(default_factory=RunnerConfig)
 
     @property
     def bot_base_url(self) -> str:
@@ -40,7 +48,10 @@ class Config:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, *, require_token: bool = True) -> Config:
-        """Build a Config from ``env`` (default: os.environ), naming the variable in every error."""
+        """Build a Config from ``env`` (default: os.environ), naming the variable in every error.
+
+        A variable that is unset or blank leaves the field at its default above.
+        """
         env = os.environ if env is None else env
         token = env.get("TELEGRAM_BOT_TOKEN", "").strip()
         if require_token and not token:
@@ -53,27 +64,43 @@ class Config:
                 "TELEGRAM_BOT_TOKEN does not look like a bot token "
                 "(expected the form 123456789:ABC..., as @BotFather gives it)."
             )
-        api = env.get("TELEGRAM_API_BASE_URL", "").strip() or TELEGRAM_API
-        if not api.startswith(("http://", "https://")):
-            raise ConfigError(f"TELEGRAM_API_BASE_URL must start with http:// or https://, got {api!r}.")
-        return cls(
-            token=token,
-            api_base_url=api.rstrip("/"),
-            db_path=Path(env.get("COURSEBOT_DB", "").strip() or "data/coursebot.sqlite3"),
-            lessons_dir=Path(env.get("COURSEBOT_LESSONS", "").strip() or "lessons"),
-            locales_dir=Path(env.get("COURSEBOT_LOCALES", "").strip() or "locales"),
-            messages_per_second=_number(env, "COURSEBOT_MESSAGES_PER_SECOND", 30.0, float, 0.1),
-            max_retries=_number(env, "COURSEBOT_MAX_RETRIES", 5, int, 0),
-            concurrent_updates=_number(env, "COURSEBOT_CONCURRENT_UPDATES", 256, int, 1),
-            log_level=_log_level(env),
-            runner=_runner(env),
-        )
+        values: dict[str, Any] = {"token": token}
+        if api := _text(env, "TELEGRAM_API_BASE_URL"):
+            if not api.startswith(("http://", "https://")):
+                raise ConfigError(f"TELEGRAM_API_BASE_URL must start with http:// or https://, got {api!r}.")
+            values["api_base_url"] = api.rstrip("/")
+        for name, key in (
+            ("COURSEBOT_DB", "db_path"),
+            ("COURSEBOT_LESSONS", "lessons_dir"),
+            ("COURSEBOT_LOCALES", "locales_dir"),
+        ):
+            if raw := _text(env, name):
+                values[key] = Path(raw)
+        _set(values, "messages_per_second", _number(env, "COURSEBOT_MESSAGES_PER_SECOND", float, 0.1))
+        _set(values, "max_retries", _number(env, "COURSEBOT_MAX_RETRIES", int, 0))
+        _set(values, "concurrent_updates", _number(env, "COURSEBOT_CONCURRENT_UPDATES", int, 1))
+        _set(values, "log_level", _log_level(env))
+        _set(values, "runner", _runner(env))
+        try:
+            values["runner_config"] = RunnerConfig.from_env(env)
+        except RunnerConfigError as exc:
+            raise ConfigError(str(exc)) from None
+        return cls(**values)
 
 
-def _number(env: Mapping[str, str], name: str, default, cast, minimum):
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
+def _text(env: Mapping[str, str], name: str) -> str | None:
+    return env.get(name, "").strip() or None
+
+
+def _set(values: dict[str, Any], key: str, value: object) -> None:
+    if value is not None:
+        values[key] = value
+
+
+def _number(env: Mapping[str, str], name: str, cast: Callable[[str], N], minimum: float) -> N | None:
+    raw = _text(env, name)
+    if raw is None:
+        return None
     try:
         value = cast(raw)
     except ValueError:
@@ -83,19 +110,21 @@ def _number(env: Mapping[str, str], name: str, default, cast, minimum):
     return value
 
 
-def _log_level(env: Mapping[str, str]) -> str:
-    level = env.get("COURSEBOT_LOG_LEVEL", "").strip().upper() or "INFO"
-    if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
-        raise ConfigError(f"COURSEBOT_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, got {level!r}.")
-    return level
+def _log_level(env: Mapping[str, str]) -> str | None:
+    level = _text(env, "COURSEBOT_LOG_LEVEL")
+    if level is None:
+        return None
+    if level.upper() not in LOG_LEVELS:
+        raise ConfigError(f"COURSEBOT_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, got {level.upper()!r}.")
+    return level.upper()
 
 
-def _runner(env: Mapping[str, str]) -> str:
-    value = env.get("COURSEBOT_RUNNER_URL", "").strip() or env.get("COURSEBOT_RUNNER", "").strip() or "embedded"
-    if value in ("embedded", "off") or value.startswith(("unix://", "tcp://")):
+def _runner(env: Mapping[str, str]) -> str | None:
+    value = _text(env, "COURSEBOT_RUNNER_URL") or _text(env, "COURSEBOT_RUNNER")
+    if value is None or value in ("embedded", "off"):
         return value
-    if value.startswith("/"):
-        return "unix://" + value  # a bare socket path
-    raise ConfigError(
-        f"COURSEBOT_RUNNER_URL must be 'embedded', 'off', unix:///path/to/socket or tcp://host:port, got {value!r}."
-    )
+    # A runner elsewhere: its address is read by the runner's own parser, the one RunnerClient.connect uses.
+    try:
+        return str(parse_address(value, "COURSEBOT_RUNNER_URL (when not 'embedded' or 'off')"))
+    except RunnerConfigError as exc:
+        raise ConfigError(str(exc)) from None

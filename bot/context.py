@@ -1,16 +1,26 @@
-"""Typed state for handlers: the services of the running bot and the learner of the current update."""
+"""Typed state for handlers: the services of the running bot, and the learner and language of the current update."""
 
 from __future__ import annotations
 
+import logging
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from telegram import Update
 from telegram.ext import Application, CallbackContext, ExtBot
 
 from bot.config import Config
-from bot.course import Content, Course
+from bot.content.model import Content, Course
 from bot.i18n import I18n, current_language
-from bot.storage.db import Database, Learner
+from bot.learner import Learner
+from bot.storage.db import Database
+from runner.client import ExerciseChecks, RunResult
+
+log = logging.getLogger(__name__)
 
 
 class SnippetRunner(Protocol):
@@ -18,7 +28,7 @@ class SnippetRunner(Protocol):
 
     info: dict[str, Any]
 
-    async def run(self, code: str, *, checks: Any = None) -> Any: ...
+    async def run(self, code: str, *, checks: ExerciseChecks | None = None) -> RunResult: ...
 
 
 @dataclass(frozen=True)
@@ -40,16 +50,69 @@ class BotData:
     services: Services
 
 
-class CourseContext(CallbackContext[ExtBot, dict, dict, BotData]):
+# The learner's row as update_scope read it; for_learner builds on it rather than reading it again.
+_stored_learner: ContextVar[Learner | None] = ContextVar("stored_learner", default=None)
+
+
+def stored_learner() -> Learner | None:
+    """Return the current update's learner as stored when the update came in (None: not a learner yet)."""
+    return _stored_learner.get()
+
+
+@asynccontextmanager
+async def update_scope(services: Services, update: object) -> AsyncIterator[None]:
+    """Handle one update in its learner's language: the one place the language is chosen for an update.
+
+    Everything the update runs is inside: its handlers, the error handler, and the background tasks they
+    start (a task copies the context it is created in).
+    """
+    user = update.effective_user if isinstance(update, Update) else None
+    found: Learner | None = None
+    if user is not None and not user.is_bot:
+        try:
+            found = await services.db.find_learner(user.id)
+        except sqlite3.Error:
+            # Speak Telegram's language; the handler meets the same failure and tells the learner of it.
+            log.exception("cannot read the language of user %s", user.id)
+    language = services.i18n.choose(
+        found.language if found else None,
+        (user.language_code if user else None) or (found.telegram_language if found else None),
+    )
+    token = _stored_learner.set(found)
+    try:
+        with services.i18n.use(language):
+            yield
+    finally:
+        _stored_learner.reset(token)
+
+
+class CourseContext(CallbackContext[ExtBot[None], dict[Any, Any], dict[Any, Any], BotData]):
     """The callback context of coursebot's handlers."""
 
-    def __init__(self, application: Application, chat_id: int | None = None, user_id: int | None = None):
+    def __init__(
+        self,
+        application: Application[Any, Any, Any, Any, Any, Any],
+        chat_id: int | None = None,
+        user_id: int | None = None,
+    ):
         super().__init__(application, chat_id=chat_id, user_id=user_id)
-        self.learner: Learner | None = None
+        self._learner: Learner | None = None
 
     @property
     def services(self) -> Services:
+        """Return the services of the running bot."""
         return self.bot_data.services
+
+    @property
+    def learner(self) -> Learner:
+        """Return the update's learner, as handlers wrapped in for_learner see it."""
+        if self._learner is None:
+            raise RuntimeError("this handler has no learner: wrap it in for_learner")
+        return self._learner
+
+    @learner.setter
+    def learner(self, learner: Learner) -> None:
+        self._learner = learner
 
     @property
     def course(self) -> Course:

@@ -1,4 +1,8 @@
-"""Translations through gettext catalogs (Babel), with the locale chosen once per update."""
+"""Translations through gettext catalogs (Babel), in the language of the update being handled.
+
+The language is chosen once per update (``I18n.choose``, entered by bot.context.update_scope for the
+whole of an update's handling, error handler included) and read from a ContextVar everywhere else.
+"""
 
 from __future__ import annotations
 
@@ -20,25 +24,27 @@ from babel.support import NullTranslations, Translations
 from bot import bidi
 
 DOMAIN = "messages"
+# The language the lessons and the messages are written in, and the one spoken when nothing else fits.
 DEFAULT_LANGUAGE = "en"
 
-_translations: ContextVar[NullTranslations] = ContextVar("translations", default=NullTranslations())
+_ENGLISH = NullTranslations()
+_translations: ContextVar[NullTranslations | None] = ContextVar("translations", default=None)
 _language: ContextVar[str] = ContextVar("language", default=DEFAULT_LANGUAGE)
+
+
+def _current() -> NullTranslations:
+    translations = _translations.get()
+    return _ENGLISH if translations is None else translations
 
 
 def _(message: str) -> str:
     """Translate ``message`` into the current update's language."""
-    return _translations.get().gettext(message)
+    return _current().gettext(message)
 
 
 def ngettext(singular: str, plural: str, n: int) -> str:
     """Translate a message whose form depends on the count ``n``."""
-    return _translations.get().ngettext(singular, plural, n)
-
-
-def N_(message: str) -> str:
-    """Mark ``message`` for extraction; translate it later, where it is shown."""
-    return message
+    return _current().ngettext(singular, plural, n)
 
 
 def current_language() -> str:
@@ -84,7 +90,7 @@ def date(day: datetime.date) -> str:
 
 def own_name(language: str) -> str:
     """Return a language's name in that language, as a picker shows it: 'Русский', 'Português (Brasil)'."""
-    name = Locale.parse(language).get_display_name(language)
+    name = Locale.parse(language).get_display_name(language) or language
     return name[:1].upper() + name[1:]
 
 
@@ -97,7 +103,7 @@ class I18n:
     """Every shipped catalog, compiled from its .po at start so a stale .mo is never used."""
 
     def __init__(self, locales_dir: Path):
-        self._catalogs: dict[str, NullTranslations] = {DEFAULT_LANGUAGE: NullTranslations()}
+        self._catalogs: dict[str, NullTranslations] = {DEFAULT_LANGUAGE: _ENGLISH}
         for po_path in sorted(Path(locales_dir).glob(f"*/LC_MESSAGES/{DOMAIN}.po")):
             language = po_path.parent.parent.name
             with po_path.open("rb") as po_file:
@@ -127,6 +133,12 @@ class I18n:
         # A Portuguese learner is better served by pt_BR than by English, whatever their country.
         siblings = sorted(lang for lang in self._catalogs if lang.split("_")[0] == wanted.language)
         return siblings[0] if siblings else DEFAULT_LANGUAGE
+
+    def choose(self, chosen: str | None, telegram_language: str | None) -> str:
+        """Return the language to speak: the learner's own choice while it ships, else Telegram's, negotiated."""
+        if chosen is not None and chosen in self._catalogs:
+            return chosen
+        return self.negotiate(telegram_language)
 
     @contextmanager
     def use(self, language: str) -> Iterator[None]:

@@ -3,28 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 
-from bot.course import Course, Lesson
-from bot.storage.db import NOT_STARTED, Answer, LessonProgress
-
-
-class Stage(Enum):
-    """How far a learner got in one lesson."""
-
-    NOT_STARTED = "not_started"
-    READING = "reading"  # somewhere in the slides
-    QUIZ = "quiz"  # slides read, Quick Check not fully answered
-    DONE = "done"
-
-
-def stage(progress: LessonProgress) -> Stage:
-    """Return the stage a lesson's progress is at."""
-    if progress.completed:
-        return Stage.DONE
-    if not progress.started:
-        return Stage.NOT_STARTED
-    return Stage.QUIZ if progress.slides_read else Stage.READING
+from bot.content.model import Course, Lesson
+from bot.learner import NOT_STARTED, Answer, LessonProgress
+from bot.states import Stage, stage
 
 
 def can_show(lesson: Lesson, progress: LessonProgress, slide: int) -> bool:

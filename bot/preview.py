@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import html
-import re
 from pathlib import Path
 
 from bot import render
+from bot.content.load import load_valid
+from bot.content.telegram_limits import visible_length
 from bot.errors import ContentError, Problem
 from bot.i18n import I18n
-from bot.lint import load_valid, visible_length
-
-_TAG = re.compile(r"<[^>]+>")
-
-
-def _plain(html_text: str) -> str:
-    return html.unescape(_TAG.sub("", html_text))
+from bot.safehtml import visible_text
 
 
 def _buttons(screen: render.Screen) -> str:
@@ -29,21 +23,21 @@ def preview(lessons_dir: Path, locales_dir: Path, lesson_ref: str, language: str
     i18n = I18n(locales_dir)
     content = load_valid(lessons_dir, i18n)
     course = content.course(language)
-    lesson = next((l for l in course.lessons if lesson_ref in (l.id, str(l.number))), None)
+    lesson = next((each for each in course.lessons if lesson_ref in (each.id, str(each.number))), None)
     if lesson is None:
-        known = ", ".join(f"{l.number} ({l.id})" for l in course.lessons)
+        known = ", ".join(f"{each.number} ({each.id})" for each in course.lessons)
         raise ContentError([Problem(str(lessons_dir), 1, f"no lesson {lesson_ref!r}; the lessons are {known}")])
     rule = "─" * 48
     out = []
     with i18n.use(language):
         for index in range(len(lesson.slides)):
             screen = render.slide(course, lesson, index)
-            out += [rule, _plain(screen.text), _buttons(screen), f"({visible_length(screen.text)} characters)"]
+            out += [rule, visible_text(screen.text), _buttons(screen), f"({visible_length(screen.text)} characters)"]
         for number, question in enumerate(lesson.quiz, start=1):
             spec = render.poll(question)
             options = [f"  {'✓' if i == spec.correct else '○'} {text}" for i, text in enumerate(spec.options)]
-            notice = [_plain(render.fallback_notice())] if question.fallback else []
+            notice = [visible_text(render.fallback_notice())] if question.fallback else []
             out += [rule, *notice, f"Poll {number}: {spec.question}", *options, f"  💡 {spec.explanation}"]
         result = render.quiz_result(course, lesson, len(lesson.quiz), 0)
-        out += [rule, _plain(result.text), _buttons(result), rule]
+        out += [rule, visible_text(result.text), _buttons(result), rule]
     return "\n".join(line for line in out if line)

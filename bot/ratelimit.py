@@ -2,19 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeAlias
 
 from telegram.ext import AIORateLimiter
 
 # Edits and callback answers respond to the learner's own tap; Telegram's overall limit of
 # about 30 per second is for messages sent to many chats, so these skip the overall bucket.
+# What a Bot API call returns, as PTB's limiter passes it through (telegram._utils.types, private there).
+ApiResult: TypeAlias = bool | dict[str, Any] | list[dict[str, Any]]
+
 _RESPONSES = frozenset({"editMessageText", "editMessageReplyMarkup", "answerCallbackQuery", "sendChatAction"})
 
 
 class CourseRateLimiter(AIORateLimiter):
     """PTB's AIORateLimiter, with responses to a tap kept out of the broadcast bucket."""
 
-    async def process_request(self, callback, args, kwargs, endpoint: str, data: dict[str, Any], rate_limit_args):
+    async def process_request(
+        self,
+        callback: Callable[..., Coroutine[Any, Any, ApiResult]],
+        args: Any,
+        kwargs: dict[str, Any],
+        endpoint: str,
+        data: dict[str, Any],
+        rate_limit_args: int | None,
+    ) -> ApiResult:
+        """Limit a request like PTB does, leaving responses to a tap out of the overall bucket."""
         if endpoint in _RESPONSES:
             # The limiter picks its buckets from chat_id alone; the request itself is unchanged.
             data = {key: value for key, value in data.items() if key != "chat_id"}

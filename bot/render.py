@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import html
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 
-from bot import markup
+from bot import lessontext
 from bot.callbacks import (
     CallbackData,
     ChooseLanguage,
@@ -22,17 +22,20 @@ from bot.callbacks import (
     StartPractice,
     StartQuiz,
 )
-from bot.course import Course, Lesson, Question
+from bot.commands import COMMANDS
+from bot.content.model import Course, Exercise, Lesson, Question
 from bot.i18n import _, date, fraction, ngettext, number, own_name, percent
-from bot.navigation import Place, Stage, stage
-from bot.storage.db import NOT_STARTED, LessonProgress
+from bot.learner import NOT_STARTED, LessonProgress
+from bot.navigation import Place
+from bot.safehtml import Html, bold, code_block, escape, fill, italic, join
+from bot.states import Stage, stage
 
 
 @dataclass(frozen=True)
 class Screen:
-    """One message: HTML text and its inline buttons."""
+    """One message: its HTML text and its inline buttons."""
 
-    text: str
+    text: Html
     buttons: InlineKeyboardMarkup | None = None
 
 
@@ -54,9 +57,21 @@ def _keyboard(*rows: list[InlineKeyboardButton]) -> InlineKeyboardMarkup:
     return InlineKeyboardMarkup([row for row in rows if row])
 
 
-def fallback_notice() -> str:
+def _lessons_button() -> list[InlineKeyboardButton]:
+    return [_button(_("☰ Lessons"), ShowMenu())]
+
+
+def _next_lesson_button(course: Course, lesson: Lesson) -> list[InlineKeyboardButton]:
+    following = course.next_lesson(lesson)
+    if following is None:
+        return []
+    label = _("Next lesson: {title} ▶").format(title=lessontext.to_plain(following.title))
+    return [_button(label, OpenLesson(following.id))]
+
+
+def fallback_notice() -> Html:
     """Return the line that says an item is shown in English because it is not translated yet."""
-    return "<i>" + html.escape(_("This part is not translated yet, so it is shown in English.")) + "</i>"
+    return italic(_("This part is not translated yet, so it is shown in English."))
 
 
 def lesson_state(lesson: Lesson, progress: LessonProgress, *, dated: bool = False) -> str:
@@ -75,24 +90,33 @@ def lesson_state(lesson: Lesson, progress: LessonProgress, *, dated: bool = Fals
     return _("not started")
 
 
-def _lesson_list(course: Course, progress: dict[str, LessonProgress], *, dated: bool = False) -> str:
-    lines = []
-    for lesson in course.lessons:
-        state = lesson_state(lesson, progress.get(lesson.id, NOT_STARTED), dated=dated)
-        lines.append(f"{number(lesson.number)}. {markup.to_html(lesson.title)} — {html.escape(state)}")
-    return "\n".join(lines)
+def _lesson_list(course: Course, progress: Mapping[str, LessonProgress], *, dated: bool = False) -> Html:
+    return join(
+        (
+            fill(
+                "{n}. {title} — {state}",
+                n=number(lesson.number),
+                title=lessontext.to_html(lesson.title),
+                state=lesson_state(lesson, progress.get(lesson.id, NOT_STARTED), dated=dated),
+            )
+            for lesson in course.lessons
+        ),
+        "\n",
+    )
 
 
-def menu(course: Course, progress: dict[str, LessonProgress], place: Place | None, *, welcome: bool = False) -> Screen:
+def menu(
+    course: Course, progress: Mapping[str, LessonProgress], place: Place | None, *, welcome: bool = False
+) -> Screen:
     """Render the course menu: every lesson with its state, and one button to start or continue."""
-    parts = []
+    parts: list[str] = []
     if welcome:
-        parts.append(html.escape(_("Welcome! I teach short programming courses right here in the chat.")))
-    parts.append(f"<b>{html.escape(course.title)}</b>\n{html.escape(course.description)}")
+        parts.append(_("Welcome! I teach short programming courses right here in the chat."))
+    parts.append(join([bold(course.title), course.description], "\n"))
     parts.append(_lesson_list(course, progress))
     rows: list[list[InlineKeyboardButton]] = []
     if place is None:
-        parts.append(html.escape(_("You finished the course. Open any lesson to review it.")))
+        parts.append(_("You finished the course. Open any lesson to review it."))
     elif not any(p.started for p in progress.values()):
         rows.append([_button(_("▶ Start the course"), Continue())])
     else:
@@ -101,19 +125,25 @@ def menu(course: Course, progress: dict[str, LessonProgress], place: Place | Non
         )
         rows.append([_button(label, Continue())])
     for lesson in course.lessons:
-        rows.append([_button(f"{number(lesson.number)}. {markup.to_plain(lesson.title)}", OpenLesson(lesson.id))])
-    return Screen("\n\n".join(parts), _keyboard(*rows))
+        rows.append([_button(f"{number(lesson.number)}. {lessontext.to_plain(lesson.title)}", OpenLesson(lesson.id))])
+    return Screen(join(parts), _keyboard(*rows))
 
 
 def slide(course: Course, lesson: Lesson, index: int) -> Screen:
     """Render slide ``index`` of ``lesson`` with Back, Next (or Quick Check) and 'n / N'."""
     current = lesson.slides[index]
-    header = html.escape(_("Lesson {n} of {total}: {title}")).format(
-        n=number(lesson.number), total=number(len(course.lessons)), title=markup.to_html(lesson.title)
+    header = fill(
+        _("Lesson {n} of {total}: {title}"),
+        n=number(lesson.number),
+        total=number(len(course.lessons)),
+        title=lessontext.to_html(lesson.title),
     )
-    parts = [f"<i>{header}</i>", f"<b>{markup.to_html(current.title)}</b>\n{markup.to_html(current.text)}"]
+    parts: list[str] = [
+        italic(header),
+        join([bold(lessontext.to_html(current.title)), lessontext.to_html(current.text)], "\n"),
+    ]
     if current.code:
-        parts.append(markup.code_block(current.code))
+        parts.append(code_block(current.code))
     if current.fallback:
         parts.append(fallback_notice())
     parts.append(fraction(index + 1, len(lesson.slides)))
@@ -124,12 +154,12 @@ def slide(course: Course, lesson: Lesson, index: int) -> Screen:
         nav.append(_button(_("Next ▶"), ShowSlide(lesson.id, index + 1)))
     else:
         nav.append(_button(_("Quick Check ▶"), StartQuiz(lesson.id)))
-    return Screen("\n\n".join(parts), _keyboard(nav, [_button(_("☰ Lessons"), ShowMenu())]))
+    return Screen(join(parts), _keyboard(nav, _lessons_button()))
 
 
 def quiz_intro(lesson: Lesson, remaining: int, *, retake: bool) -> Screen:
     """Render the message that replaces the slides while the Quick Check polls are answered."""
-    title = html.escape(_("Quick Check: {title}")).format(title=markup.to_html(lesson.title))
+    title = fill(_("Quick Check: {title}"), title=lessontext.to_html(lesson.title))
     if retake:
         body = ngettext(
             "One question you missed, asked again. Answer the poll below.",
@@ -143,7 +173,7 @@ def quiz_intro(lesson: Lesson, remaining: int, *, retake: bool) -> Screen:
             remaining,
         ).format(n=number(remaining))
     return Screen(
-        f"<b>{title}</b>\n{html.escape(body)}",
+        join([bold(title), body], "\n"),
         _keyboard([_button(_("◀ Back to the slides"), ShowSlide(lesson.id, lesson.last_slide))]),
     )
 
@@ -151,10 +181,10 @@ def quiz_intro(lesson: Lesson, remaining: int, *, retake: bool) -> Screen:
 def poll(question: Question) -> PollSpec:
     """Return the quiz poll for ``question``."""
     return PollSpec(
-        markup.plain(question.question),
-        tuple(markup.plain(o) for o in question.options),
+        lessontext.plain(question.question),
+        tuple(lessontext.plain(o) for o in question.options),
         question.correct,
-        markup.plain(question.explanation),
+        lessontext.plain(question.explanation),
     )
 
 
@@ -162,44 +192,28 @@ def quiz_result(course: Course, lesson: Lesson, correct: int, missed: int) -> Sc
     """Render the end of a Quick Check: the score, the recap and the way on."""
     total = len(lesson.quiz)
     score = _("Quick Check: {correct} of {total} correct.").format(correct=number(correct), total=number(total))
-    # Kept out of the f-string: pybabel on Python 3.11 does not look inside one.
-    recap = html.escape(_("Recap"))
-    parts = [f"<b>{html.escape(score)}</b>", f"<b>{recap}</b>\n{markup.to_html(lesson.recap)}"]
+    parts: list[str] = [bold(score), join([bold(_("Recap")), lessontext.to_html(lesson.recap)], "\n")]
     if lesson.recap_fallback:
         parts.append(fallback_notice())
     rows = []
     if lesson.exercise is not None:
-        rows.append(
-            [
-                _button(
-                    _("💻 Practice: {title}").format(title=markup.to_plain(lesson.exercise.title)),
-                    StartPractice(lesson.id),
-                )
-            ]
-        )
+        label = _("💻 Practice: {title}").format(title=lessontext.to_plain(lesson.exercise.title))
+        rows.append([_button(label, StartPractice(lesson.id))])
     if missed:
         label = ngettext("↻ Retake the question I missed", "↻ Retake the {n} questions I missed", missed).format(
             n=number(missed)
         )
         rows.append([_button(label, RetakeMissed(lesson.id))])
-    following = course.next_lesson(lesson)
-    if following is not None:
-        rows.append(
-            [
-                _button(
-                    _("Next lesson: {title} ▶").format(title=markup.to_plain(following.title)), OpenLesson(following.id)
-                )
-            ]
-        )
-    else:
-        parts.append(html.escape(_("That was the last lesson of the course. Well done!")))
-    rows.append([_button(_("☰ Lessons"), ShowMenu())])
-    return Screen("\n\n".join(parts), _keyboard(*rows))
+    rows.append(_next_lesson_button(course, lesson))
+    if course.next_lesson(lesson) is None:
+        parts.append(_("That was the last lesson of the course. Well done!"))
+    rows.append(_lessons_button())
+    return Screen(join(parts), _keyboard(*rows))
 
 
 def progress_report(
     course: Course,
-    progress: dict[str, LessonProgress],
+    progress: Mapping[str, LessonProgress],
     correct: int,
     total: int,
     answered: int,
@@ -220,44 +234,35 @@ def progress_report(
     practice_line = ngettext(
         "{passed} of {total} exercise passed.", "{passed} of {total} exercises passed.", exercises
     ).format(passed=number(exercises_passed), total=number(exercises))
-    heading = html.escape(_("Your progress"))
-    parts = [
-        f"<b>{heading}</b>",
-        html.escape(lessons_line),
-        html.escape(score_line),
-        html.escape(practice_line),
+    parts: list[str] = [
+        bold(_("Your progress")),
+        lessons_line,
+        score_line,
+        practice_line,
         _lesson_list(course, progress, dated=True),
     ]
     if done == len(course.lessons):
-        parts.append(html.escape(_("The course is complete. 🎉")))
-    return Screen("\n\n".join(parts), _keyboard([_button(_("☰ Lessons"), ShowMenu())]))
+        parts.append(_("The course is complete. 🎉"))
+    return Screen(join(parts), _keyboard(_lessons_button()))
 
 
 def help_text() -> Screen:
-    """Render /help."""
+    """Render /help: what the bot does, then every command in the order the menu lists them."""
     lines = [
         _("I teach the course in short slides, with a Quick Check and a practice exercise after each lesson."),
         "",
-        _("/start – welcome and the course"),
-        _("/lessons – the course menu"),
-        _("/progress – lessons done and your score"),
-        _("/reset – start the course over"),
-        _("/run CODE – run Python code and see its output"),
-        _("/language – choose the language I speak"),
-        _("/help – this message"),
+        *(command.help_line() for command in COMMANDS),
         "",
         _("Turn slides with the buttons under each message. Your place is saved as you go."),
     ]
     # A line that starts with '/start' would read left to right in Arabic: the command is isolated.
-    return Screen(
-        html.escape("\n".join(markup.plain(line) for line in lines)), _keyboard([_button(_("☰ Lessons"), ShowMenu())])
-    )
+    return Screen(join((lessontext.plain(line) for line in lines), "\n"), _keyboard(_lessons_button()))
 
 
 def reset_question() -> Screen:
     """Render the confirmation /reset asks for."""
     return Screen(
-        html.escape(
+        escape(
             _("Reset your progress? Every lesson goes back to not started and your Quick Check answers are deleted.")
         ),
         _keyboard([_button(_("Yes, reset"), ConfirmReset("yes")), _button(_("Cancel"), ConfirmReset("no"))]),
@@ -267,13 +272,13 @@ def reset_question() -> Screen:
 def reset_done(reset: bool) -> Screen:
     """Render the answer to the reset confirmation."""
     if reset:
-        return Screen(html.escape(_("Your progress is reset. Send /start to begin again.")))
-    return Screen(html.escape(_("Nothing was changed. Your progress is safe.")))
+        return Screen(escape(_("Your progress is reset. Send /start to begin again.")))
+    return Screen(escape(_("Nothing was changed. Your progress is safe.")))
 
 
 def notice(text: str) -> Screen:
     """Render a short plain notice (commands and code in it kept left to right in Arabic)."""
-    return Screen(html.escape(markup.plain(text)))
+    return Screen(escape(lessontext.plain(text)))
 
 
 def language_picker(languages: list[str], chosen: str | None) -> Screen:
@@ -286,7 +291,7 @@ def language_picker(languages: list[str], chosen: str | None) -> Screen:
     rows = [names[i : i + 2] for i in range(0, len(names), 2)]
     rows.append([_button(label(_("Follow my Telegram setting"), chosen is None), ChooseLanguage.of(None))])
     text = _("Choose the language I speak with you. Your place in the course stays where it is.")
-    return Screen(html.escape(text), _keyboard(*rows))
+    return Screen(escape(text), _keyboard(*rows))
 
 
 def language_chosen(following_telegram: bool) -> Screen:
@@ -297,85 +302,67 @@ def language_chosen(following_telegram: bool) -> Screen:
         # Each catalog says this of its own language: "Теперь я говорю по-русски."
         text = _("From now on I speak English.")
     return Screen(
-        html.escape(text),
-        _keyboard([_button(_("▶ Continue where I left off"), Continue())], [_button(_("☰ Lessons"), ShowMenu())]),
+        escape(text),
+        _keyboard([_button(_("▶ Continue where I left off"), Continue())], _lessons_button()),
     )
 
 
-def commands() -> list[tuple[str, str]]:
-    """Return the command menu for setMyCommands, in the current language."""
-    return [
-        ("start", _("Welcome and the course")),
-        ("lessons", _("The course menu")),
-        ("progress", _("Lessons done and your score")),
-        ("reset", _("Start the course over")),
-        ("run", _("Run Python code, e.g. /run print(1)")),
-        ("language", _("Choose the language I speak")),
-        ("help", _("How to use this bot")),
-    ]
-
-
 def _practice_buttons(lesson: Lesson, course: Course, hints_shown: int, *, passed: bool) -> InlineKeyboardMarkup:
-    exercise = lesson.exercise
+    exercise = _exercise(lesson)
     rows = []
     if not passed and hints_shown < len(exercise.hints):
-        rows.append(
-            [
-                _button(
-                    _("💡 Hint ({n} of {total})").format(n=number(hints_shown + 1), total=number(len(exercise.hints))),
-                    ShowHint(lesson.id),
-                )
-            ]
-        )
-    following = course.next_lesson(lesson)
-    if following is not None:
-        rows.append(
-            [
-                _button(
-                    _("Next lesson: {title} ▶").format(title=markup.to_plain(following.title)), OpenLesson(following.id)
-                )
-            ]
-        )
+        label = _("💡 Hint ({n} of {total})").format(n=number(hints_shown + 1), total=number(len(exercise.hints)))
+        rows.append([_button(label, ShowHint(lesson.id))])
+    rows.append(_next_lesson_button(course, lesson))
     if not passed:
         rows.append([_button(_("Leave the practice"), LeavePractice(lesson.id))])
-    rows.append([_button(_("☰ Lessons"), ShowMenu())])
+    rows.append(_lessons_button())
     return _keyboard(*rows)
+
+
+def _exercise(lesson: Lesson) -> Exercise:
+    if lesson.exercise is None:
+        raise ValueError(f"lesson {lesson.id!r} has no exercise")
+    return lesson.exercise
 
 
 def practice_intro(course: Course, lesson: Lesson) -> Screen:
     """Render a practice exercise: the task, the starter code to copy, and how to answer."""
-    exercise = lesson.exercise
-    title = html.escape(_("Practice: {title}")).format(title=markup.to_html(exercise.title))
-    parts = [f"<b>{title}</b>", markup.to_html(exercise.instructions)]
+    exercise = _exercise(lesson)
+    parts: list[str] = [
+        bold(fill(_("Practice: {title}"), title=lessontext.to_html(exercise.title))),
+        lessontext.to_html(exercise.instructions),
+    ]
     if exercise.fallback:
         parts.append(fallback_notice())
-    parts.append(html.escape(_("Starter code (tap it to copy):")) + "\n" + markup.code_block(exercise.starter))
-    parts.append("<i>" + html.escape(_("Send your finished code as a message. I run it and check it.")) + "</i>")
-    return Screen("\n\n".join(parts), _practice_buttons(lesson, course, 0, passed=False))
+    parts.append(join([_("Starter code (tap it to copy):"), code_block(exercise.starter)], "\n"))
+    parts.append(italic(_("Send your finished code as a message. I run it and check it.")))
+    return Screen(join(parts), _practice_buttons(lesson, course, 0, passed=False))
 
 
 def practice_verdict(
-    course: Course, lesson: Lesson, output: str, feedback: str, *, passed: bool, hints_shown: int
+    course: Course, lesson: Lesson, output: Html, feedback: Html, *, passed: bool, hints_shown: int
 ) -> Screen:
     """Render a graded run: the output, then either the pass or what each failed check found."""
-    parts = [output]
+    parts: list[str] = [output]
     if passed:
-        parts.append("<b>" + html.escape(_("✅ All checks passed. Well done!")) + "</b>")
+        parts.append(bold(_("✅ All checks passed. Well done!")))
     else:
-        parts.append("<b>" + html.escape(_("Not yet:")) + "</b>\n" + feedback)
-        parts.append("<i>" + html.escape(_("Change your code and send it again; try as often as you like.")) + "</i>")
-    return Screen("\n\n".join(parts), _practice_buttons(lesson, course, hints_shown, passed=passed))
+        parts.append(join([bold(_("Not yet:")), feedback], "\n"))
+        parts.append(italic(_("Change your code and send it again; try as often as you like.")))
+    return Screen(join(parts), _practice_buttons(lesson, course, hints_shown, passed=passed))
 
 
 def hint(lesson: Lesson, course: Course, shown: int) -> Screen:
     """Render hint number ``shown`` (1-based) of the exercise."""
-    text = html.escape(_("💡 Hint {n} of {total}:")).format(n=number(shown), total=number(len(lesson.exercise.hints)))
+    exercise = _exercise(lesson)
+    heading = _("💡 Hint {n} of {total}:").format(n=number(shown), total=number(len(exercise.hints)))
     return Screen(
-        f"{text} {markup.to_html(lesson.exercise.hints[shown - 1])}",
+        join([heading, lessontext.to_html(exercise.hints[shown - 1])], " "),
         _practice_buttons(lesson, course, shown, passed=False),
     )
 
 
-def run_output(output: str, status: str | None) -> Screen:
+def run_output(output: Html, status: str | None) -> Screen:
     """Render an ungraded run: what it printed, and why it ended if a limit stopped it."""
-    return Screen(output if status is None else f"{output}\n\n{html.escape(markup.plain(status))}")
+    return Screen(output if status is None else join([output, lessontext.plain(status)]))

@@ -1,14 +1,19 @@
-"""How updates flow in: concurrently across learners, in order for each, and each one only once."""
+"""How updates flow in: concurrently across learners, in order for each, each in its learner's language, and
+each one only once."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
 
 from telegram import Update
 from telegram.ext import ApplicationHandlerStop, BaseUpdateProcessor, TypeHandler
 
 from bot.context import CourseContext
+
+UpdateScope = Callable[[object], AbstractAsyncContextManager[None]]
 
 
 def _learner_key(update: object) -> int | None:
@@ -25,22 +30,27 @@ class PerLearnerOrder(BaseUpdateProcessor):
     """Process many learners' updates at once, but one learner's updates one at a time, in order.
 
     Two quick taps of one learner must not race on their progress; two learners never wait for each other.
+    Each update is handled inside ``scope`` (bot.context.update_scope: its learner's language), which
+    encloses the error handler too.
     """
 
-    def __init__(self, max_concurrent_updates: int):
+    def __init__(self, max_concurrent_updates: int, scope: UpdateScope):
         super().__init__(max_concurrent_updates)
+        self._scope = scope
         self._locks: dict[int, asyncio.Lock] = {}
         self._users: dict[int, int] = {}
 
-    async def do_process_update(self, update: object, coroutine: Awaitable) -> None:
+    async def do_process_update(self, update: object, coroutine: Awaitable[Any]) -> None:
+        """Await ``coroutine`` (PTB's handling of ``update``) after the learner's earlier updates, in its scope."""
         key = _learner_key(update)
         if key is None:
-            await coroutine
+            async with self._scope(update):
+                await coroutine
             return
         lock = self._locks.setdefault(key, asyncio.Lock())
         self._users[key] = self._users.get(key, 0) + 1
         try:
-            async with lock:
+            async with lock, self._scope(update):
                 await coroutine
         finally:
             self._users[key] -= 1
@@ -61,6 +71,6 @@ async def _drop_redelivered(update: Update, context: CourseContext) -> None:
         raise ApplicationHandlerStop
 
 
-def deduplication() -> TypeHandler:
+def deduplication() -> TypeHandler[Update, CourseContext, None]:
     """Return the handler, for the earliest group, that stops updates already processed."""
     return TypeHandler(Update, _drop_redelivered)

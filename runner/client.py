@@ -41,12 +41,14 @@ from .errors import (
     RunnerError,
     SandboxUnavailable,
 )
+from .grading import KINDS as CHECK_KINDS
 from .grading import Check, ExerciseChecks
 from .limits import Limits
 from .result import CheckOutcome, RunResult
 
 # The runner's one public surface: the bot imports these names from here and nothing else of runner/.
 __all__ = [
+    "CHECK_KINDS",
     "Check",
     "CheckOutcome",
     "ExerciseChecks",

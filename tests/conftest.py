@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -68,3 +69,11 @@ def partial_content(tmp_path: Path) -> Path:
 def with_lessons(config: Config, lessons_dir: Path, locales_dir: Path | None = None) -> Config:
     """Return ``config`` reading lessons (and catalogs) from elsewhere."""
     return replace(config, lessons_dir=lessons_dir, locales_dir=locales_dir or config.locales_dir)
+
+
+def answers_recorded(db_path: Path, user_id: int) -> int:
+    """Return how many quiz answers the database file holds for ``user_id``, retakes included."""
+    with sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=ro", uri=True) as conn:
+        (count,) = conn.execute("SELECT count(*) FROM quiz_answers WHERE user_id = ?", (user_id,)).fetchone()
+    conn.close()
+    return int(count)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from bot.course import Lesson
+from bot.content.model import Lesson
 
 POSITION = re.compile(r"(\d+) / (\d+)\s*$")
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bot.lint import load_valid
-from tests.conftest import LESSONS, LOCALES
+from bot.content.load import load_valid
+from tests.conftest import LESSONS, LOCALES, answers_recorded
 from tests.journey import answer_quiz, button_texts, position, read_slides, send_and_wait, tap_and_wait_edit
 
 COURSE = load_valid(LESSONS, LOCALES).english
@@ -74,7 +74,7 @@ async def test_a_missed_question_can_be_retaken_alone(bot, standin):
     assert f"{len(lesson.quiz)} of {len(lesson.quiz)} correct" in again["text"]
     assert not any("Retake" in t for t in button_texts(again))
     # Every answer is recorded: the wrong one and the retake.
-    assert await bot.db.answer_count(1003) == len(lesson.quiz) + 1
+    assert answers_recorded(bot.db.path, 1003) == len(lesson.quiz) + 1
 
 
 async def test_the_lesson_list_shows_each_lessons_state(bot, standin):

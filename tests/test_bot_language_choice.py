@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from bot.content.load import load_valid
 from bot.i18n import I18n, _, own_name
-from bot.lint import load_valid
 from tests.conftest import LESSONS, LOCALES
 from tests.journey import button_texts, position, send_and_wait, tap_and_wait_edit
 

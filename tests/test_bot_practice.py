@@ -9,7 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from bot.lint import load_valid
+from bot.content.load import load_valid
+from runner.client import RunnerConfig
 from tests.conftest import LESSONS, LOCALES, running
 from tests.journey import button_texts, send_and_wait
 
@@ -120,3 +121,15 @@ async def test_a_second_send_while_code_runs_is_told_to_wait(practising_bot, sta
     assert "still running" in wait["text"]
     done = await ada.wait_message(lambda m: "done" in m.get("text", ""), since=since, timeout=30)
     assert "done" in done["text"]
+
+
+async def test_the_embedded_runner_is_started_with_the_runners_settings(config):
+    # RUNNER_POOL and RUNNER_QUEUE reach the runner the bot starts (they were once left behind).
+    sized = replace(
+        config, runner="embedded", runner_config=RunnerConfig.from_env({"RUNNER_POOL": "1", "RUNNER_QUEUE": "3"})
+    )
+    async with running(sized) as bot:
+        assert bot.app is not None
+        runner = bot.app.bot_data.services.runner
+        assert runner is not None
+        assert (runner.info["size"], runner.info["queue"]) == (1, 3)

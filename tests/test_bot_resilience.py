@@ -8,9 +8,9 @@ import shutil
 import pytest
 
 from bot.app import CourseBot
+from bot.content.load import load_valid
 from bot.errors import ContentError
-from bot.lint import load_valid
-from tests.conftest import LESSONS, LOCALES, running, with_lessons
+from tests.conftest import LESSONS, LOCALES, answers_recorded, running, with_lessons
 from tests.journey import button_texts, position, read_slides, send_and_wait, tap_and_wait_edit
 
 COURSE = load_valid(LESSONS, LOCALES).english
@@ -125,7 +125,7 @@ async def test_a_redelivered_update_changes_nothing(bot, standin):
     standin.redeliver(vote)
     await standin.settle()
     assert len(standin.calls_to("sendPoll")) == polls_before
-    assert await bot.db.answer_count(2005) == 1
+    assert answers_recorded(bot.db.path, 2005) == 1
 
 
 async def test_a_429_is_waited_out_and_the_reply_still_arrives(bot, standin):

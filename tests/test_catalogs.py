@@ -105,8 +105,6 @@ def test_the_pot_is_up_to_date_with_the_code(tmp_path):
             "--no-location",
             "--sort-output",
             "--omit-header",
-            "-k",
-            "N_",
             "-o",
             str(fresh),
             "bot",

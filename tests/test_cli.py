@@ -151,8 +151,8 @@ def test_a_forged_source_hash_is_a_problem_at_its_line(lessons, in_process):
     assert out.splitlines() == [
         f"{translation}:{line_of(translation, '  recap: 1234abcd')}: sources: 'recap' is not translated in this file; "
         f"run `coursebot lint --stamp {translation}`",
-        f"{translation}:{line_of(translation, 'not-a-hash')}: sources: 'slide/grad-attribute' must be an 8-digit hex "
-        f"hash; run `coursebot lint --stamp {translation}`",
+        f"{translation}:{line_of(translation, 'not-a-hash')}: sources: 'slide/grad-attribute' must be a hex hash of 8 "
+        f"digits; run `coursebot lint --stamp {translation}`",
     ]
 
 

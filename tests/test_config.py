@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from bot.config import Config
 from bot.errors import ConfigError
+from runner.client import RunnerConfig
 
 TOKEN = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"
 
@@ -151,3 +153,57 @@ def test_token_never_appears_in_repr_or_str_of_the_config():
     assert TOKEN not in str(config)
     assert "AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw" not in repr(config)
     assert "db_path" in repr(config)  # the repr is still useful
+
+
+def test_the_defaults_are_the_configs_own_when_nothing_is_set():
+    # from_env states no default of its own: an empty environment gives the dataclass's.
+    assert Config.from_env(env()) == Config(token=TOKEN)
+
+
+def test_the_runners_settings_are_read_with_the_bots():
+    config = Config.from_env(env(RUNNER_POOL="1", RUNNER_QUEUE="4", RUNNER_BWRAP="/opt/bwrap"))
+    assert (config.runner_config.pool_size, config.runner_config.queue) == (1, 4)
+    assert config.runner_config.bwrap == "/opt/bwrap"
+    assert Config.from_env(env()).runner_config == RunnerConfig()
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"), [("RUNNER_POOL", "lots"), ("RUNNER_BACKEND", "vm"), ("RUNNER_BWRAP", "bwrap")]
+)
+def test_a_bad_runner_setting_is_a_config_error_on_one_line_naming_its_variable(name, raw):
+    message = config_error(env(**{name: raw}))
+    assert "\n" not in message
+    assert name in message
+    assert repr(raw) in message
+
+
+@pytest.mark.parametrize(
+    ("raw", "runner"),
+    [
+        ("", "embedded"),
+        ("off", "off"),
+        ("unix:///run/coursebot/runner.sock", "unix:///run/coursebot/runner.sock"),
+        ("/run/coursebot/runner.sock", "unix:///run/coursebot/runner.sock"),
+        ("tcp://127.0.0.1:7000", "tcp://127.0.0.1:7000"),
+        ("tcp://:7000", "tcp://127.0.0.1:7000"),
+    ],
+)
+def test_the_runner_address_is_read_from_its_variable(raw, runner):
+    assert Config.from_env(env(COURSEBOT_RUNNER_URL=raw)).runner == runner
+
+
+@pytest.mark.parametrize("raw", ["http://runner", "runner.sock", "tcp://localhost", "tcp://host:99999"])
+def test_an_unknown_runner_address_is_refused_naming_the_variable(raw):
+    message = config_error(env(COURSEBOT_RUNNER_URL=raw))
+    assert message.startswith("COURSEBOT_RUNNER_URL")
+    assert "\n" not in message
+    assert repr(raw) in message
+
+
+def test_the_readme_documents_every_runner_setting_with_the_bots_and_its_default():
+    from runner.config import SETTINGS
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `([A-Z_]+)` \| `([^`]+)` \|", readme, re.MULTILINE))
+    for setting in SETTINGS:
+        assert rows.get(setting.variable) == setting.default(), setting.variable

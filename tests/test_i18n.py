@@ -86,6 +86,19 @@ def test_unknown_missing_or_garbage_codes_give_english(i18n, code):
     assert i18n.negotiate(code) == "en"
 
 
+@pytest.mark.parametrize(
+    ("chosen", "telegram", "language"),
+    [
+        ("es", "ru-RU", "es"),  # the learner's own choice wins over Telegram's
+        (None, "ru-RU", "ru"),  # no choice: Telegram's, negotiated
+        ("de", "ru-RU", "ru"),  # a choice that no longer ships: Telegram's again
+        (None, None, "en"),
+    ],
+)
+def test_a_stored_choice_wins_while_it_ships_else_telegrams_language(i18n, chosen, telegram, language):
+    assert i18n.choose(chosen, telegram) == language
+
+
 def test_a_folder_without_catalogs_knows_only_english(tmp_path):
     i18n = I18n(tmp_path / "no-such-folder")
     assert i18n.languages == ["en"]

@@ -205,7 +205,7 @@ def finish_runner(proc: subprocess.Popen, out_file: Path) -> list[dict]:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
-        raise AssertionError(f"code samples did not finish in {SAMPLE_TIMEOUT}s")
+        raise AssertionError(f"code samples did not finish in {SAMPLE_TIMEOUT}s") from None
     if proc.returncode != 0 or not out_file.exists():
         raise AssertionError(f"sample runner failed ({proc.returncode}):\n{stderr}")
     return json.loads(out_file.read_text(encoding="utf-8"))

@@ -6,20 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.course import Course, Lesson, Question, Slide
-from bot.loader import load
-from bot.navigation import (
-    Place,
-    Stage,
-    can_show,
-    course_score,
-    lesson_score,
-    missed,
-    resume,
-    stage,
-    unanswered,
-)
-from bot.storage.db import NOT_STARTED, Answer, LessonProgress
+from bot.content.model import Course, Lesson, Question, Slide
+from bot.content.parsing import parse
+from bot.learner import NOT_STARTED, Answer, LessonProgress
+from bot.navigation import Place, can_show, course_score, lesson_score, missed, resume, unanswered
+from bot.states import Stage, stage
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -181,7 +172,7 @@ def test_course_score_is_correct_answers_out_of_every_question():
 
 
 def test_the_real_course_scores_out_of_its_twelve_questions():
-    content, _ = load(ROOT / "lessons")
+    content, _ = parse(ROOT / "lessons")
     assert course_score(content.english, {}) == (0, 12)
 
 

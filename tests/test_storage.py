@@ -13,8 +13,10 @@ import pytest
 
 import bot.storage.db as db_module
 from bot.errors import StorageError
-from bot.storage.db import Database, LessonProgress, SentPoll, backup
+from bot.learner import LessonProgress, ReaderView, SentPoll
+from bot.storage.db import Database, backup
 from bot.storage.migrations import MIGRATIONS
+from tests.conftest import answers_recorded
 
 USER, CHAT = 1001, 2001
 
@@ -213,7 +215,7 @@ async def test_show_slide_tracks_the_slide_and_keeps_the_furthest(db):
         "grad": LessonProgress("grad", slide=2, furthest_slide=5, slides_read=False, completed=False, started=True)
     }
     learner = await db.find_learner(USER)
-    assert (learner.lesson_id, learner.reader_message_id, learner.reader_view) == ("grad", 40, "slide")
+    assert (learner.lesson_id, learner.reader_message_id, learner.reader_view) == ("grad", 40, ReaderView.SLIDE)
 
 
 async def test_reaching_the_last_slide_marks_the_slides_read_for_good(db):
@@ -235,9 +237,9 @@ async def test_a_lesson_whose_first_shown_slide_is_the_last_is_read(db):
 
 async def test_set_reader_message_remembers_the_message_and_view(db):
     await db.learner(USER, CHAT, "en")
-    await db.set_reader_message(USER, 77, "menu")
+    await db.set_reader_message(USER, 77, ReaderView.MENU)
     learner = await db.find_learner(USER)
-    assert (learner.reader_message_id, learner.reader_view) == (77, "menu")
+    assert (learner.reader_message_id, learner.reader_view) == (77, ReaderView.MENU)
 
 
 async def test_complete_lesson_requires_the_slides_read(db):
@@ -293,13 +295,13 @@ async def test_answering_the_awaited_poll_pops_its_question(db):
     assert (learner.quiz_queue, learner.quiz_poll_id, learner.quiz_lesson_id) == ((), None, None)
 
 
-async def test_recording_the_same_poll_twice_returns_none_the_second_time(db):
+async def test_recording_the_same_poll_twice_returns_none_the_second_time(db, db_path):
     await _quiz(db, ["q-one", "q-two"])
     poll = SentPoll("poll-1", USER, "grad", "q-one")
     await db.poll_sent(poll, message_id=10)
     assert await db.record_answer(poll, 0, True) == ("q-two",)
     assert await db.record_answer(poll, 1, False) is None
-    assert await db.answer_count(USER) == 1
+    assert answers_recorded(db_path, USER) == 1
     assert (await db.latest_answers(USER))[("grad", "q-one")].option_index == 0
     assert (await db.find_learner(USER)).quiz_queue == ("q-two",)
 
@@ -317,7 +319,7 @@ async def test_answer_to_a_poll_not_awaited_is_recorded_but_pops_nothing(db):
     assert (answer.option_index, answer.correct) == (1, False)
 
 
-async def test_latest_answers_keep_only_the_latest_answer_per_question(db):
+async def test_latest_answers_keep_only_the_latest_answer_per_question(db, db_path):
     await _quiz(db, ["q-one", "q-two"])
     answers = [("p1", "q-one", 2, False), ("p2", "q-two", 0, True), ("p3", "q-one", 0, True), ("p4", "q-two", 3, False)]
     for poll_id, question, option, correct in answers:
@@ -328,7 +330,7 @@ async def test_latest_answers_keep_only_the_latest_answer_per_question(db):
     assert set(latest) == {("grad", "q-one"), ("grad", "q-two")}
     assert (latest[("grad", "q-one")].option_index, latest[("grad", "q-one")].correct) == (0, True)
     assert (latest[("grad", "q-two")].option_index, latest[("grad", "q-two")].correct) == (3, False)
-    assert await db.answer_count(USER) == 4
+    assert answers_recorded(db_path, USER) == 4
 
 
 async def test_a_new_round_replaces_the_round_under_way(db):
@@ -342,7 +344,7 @@ async def test_a_new_round_replaces_the_round_under_way(db):
 # Reset.
 
 
-async def test_reset_clears_progress_and_answers_but_keeps_the_language(db):
+async def test_reset_clears_progress_and_answers_but_keeps_the_language(db, db_path):
     await db.learner(USER, CHAT, "ru")
     await db.set_language(USER, "ru")
     await db.show_slide(USER, "grad", 12, last_slide=12, message_id=30)
@@ -362,7 +364,7 @@ async def test_reset_clears_progress_and_answers_but_keeps_the_language(db):
     assert (learner.quiz_lesson_id, learner.quiz_queue, learner.quiz_poll_id) == (None, (), None)
     assert await db.progress(USER) == {}
     assert await db.latest_answers(USER) == {}
-    assert await db.answer_count(USER) == 0
+    assert answers_recorded(db_path, USER) == 0
     assert await db.sent_poll("poll-1") is None
     assert "grad" in await db.progress(USER + 1)
 
@@ -490,11 +492,13 @@ def test_only_the_documented_statements_interpolate_values():
         text = _literal_text(node)
         if "PRAGMA user_version = " in text:
             kinds.add("user_version")
+        elif "PRAGMA busy_timeout = " in text:
+            kinds.add("busy_timeout")
         elif text.startswith("DELETE FROM ") and " WHERE user_id = ?" in text:
             kinds.add("table loop")
         else:
             kinds.add(ast.get_source_segment(SOURCE, node))
-    assert kinds == {"user_version", "table loop"}
+    assert kinds == {"user_version", "busy_timeout", "table loop"}
 
 
 def _trusted(expr: ast.expr) -> bool:

@@ -1,17 +1,18 @@
-"""What every handler shares: entering the learner's language, replying, and editing in place."""
+"""What every handler shares: loading the learner, unpacking a tap, replying, and editing in place."""
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
-from telegram import CallbackQuery, LinkPreviewOptions, Message, Update
+from telegram import CallbackQuery, LinkPreviewOptions, MaybeInaccessibleMessage, Message, Update
 from telegram.constants import ParseMode
 from telegram.error import BadRequest
 
 from bot.callbacks import CallbackData, CallbackDataError
-from bot.context import CourseContext
+from bot.context import CourseContext, stored_learner
 from bot.i18n import _
 from bot.render import Screen
 
@@ -19,42 +20,41 @@ log = logging.getLogger(__name__)
 
 NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
 
-Handler = Callable[[Update, CourseContext], Awaitable[None]]
+Handler = Callable[[Update, CourseContext], Coroutine[Any, Any, None]]
+D = TypeVar("D", bound=CallbackData)
+# A button handler gets the tap's typed data and returns the toast to answer the tap with, if any.
+ButtonHandler = Callable[[Update, CourseContext, D], Coroutine[Any, Any, str | None]]
 
 
 def for_learner(handler: Handler) -> Handler:
-    """Load (or create) the update's learner and run ``handler`` in their language."""
+    """Run ``handler`` for the update's learner, created on first contact (the update's language is set already)."""
 
     @functools.wraps(handler)
     async def wrapper(update: Update, context: CourseContext) -> None:
         user = update.effective_user
         if user is None or user.is_bot:
             return
-        services = context.services
         chat = update.effective_chat
-        learner = await services.db.learner(user.id, chat.id if chat else user.id, user.language_code)
-        # A stored choice wins, unless that language has since stopped shipping.
-        if learner.language in services.i18n.languages:
-            language = learner.language
-        else:
-            language = services.i18n.negotiate(learner.telegram_language)
-        with services.i18n.use(language):
-            context.learner = learner
-            await handler(update, context)
+        context.learner = await context.services.db.noted(
+            stored_learner(), user.id, chat.id if chat else user.id, user.language_code
+        )
+        await handler(update, context)
 
     return wrapper
 
 
-def button(kind: type[CallbackData]) -> Callable[[Callable], Handler]:
+def button(kind: type[D]) -> Callable[[ButtonHandler[D]], Handler]:
     """Wrap a button handler: unpack its typed data, run it for the learner, answer the tap once."""
 
-    def decorate(handler: Callable[[Update, CourseContext, CallbackData], Awaitable[str | None]]) -> Handler:
+    def decorate(handler: ButtonHandler[D]) -> Handler:
         @for_learner
         @functools.wraps(handler)
         async def wrapper(update: Update, context: CourseContext) -> None:
             query = update.callback_query
+            if query is None:
+                return
             try:
-                data = CallbackData.unpack(query.data)
+                data: CallbackData | None = CallbackData.unpack(query.data)
             except CallbackDataError:
                 data = None
             if not isinstance(data, kind):
@@ -76,7 +76,9 @@ def lesson_gone() -> str:
 async def refuse(update: Update) -> None:
     """Answer a tap whose data this bot never made: forged, garbled or from an old version."""
     query = update.callback_query
-    log.info("refused callback data %r from user %s", query.data, update.effective_user.id)
+    if query is None:
+        return
+    log.info("refused callback data %r from user %s", query.data, query.from_user.id)
     await answer(query, _("This button is not valid any more. Send /lessons to see the course."))
 
 
@@ -90,6 +92,11 @@ async def answer(query: CallbackQuery, text: str | None = None) -> None:
         log.debug("callback query %s expired before it was answered", query.id)
 
 
+def tapped_message(update: Update) -> MaybeInaccessibleMessage | None:
+    """Return the message whose button was tapped, if Telegram says which."""
+    return update.callback_query.message if update.callback_query else None
+
+
 async def send(context: CourseContext, chat_id: int, screen: Screen) -> Message:
     """Send ``screen`` as a new message."""
     return await context.bot.send_message(
@@ -101,7 +108,13 @@ async def send(context: CourseContext, chat_id: int, screen: Screen) -> Message:
     )
 
 
-async def show(context: CourseContext, message: Message | None, chat_id: int, screen: Screen) -> int:
+async def reply(update: Update, context: CourseContext, screen: Screen) -> Message:
+    """Send ``screen`` as a new message to the chat the update came from."""
+    chat = update.effective_chat
+    return await send(context, chat.id if chat else context.learner.chat_id, screen)
+
+
+async def show(context: CourseContext, message: MaybeInaccessibleMessage | None, chat_id: int, screen: Screen) -> int:
     """Show ``screen`` in ``message``, edited in place; send it anew if that message cannot be edited.
 
     Returns the id of the message that now shows the screen.
@@ -129,3 +142,9 @@ async def show(context: CourseContext, message: Message | None, chat_id: int, sc
             )
     sent = await send(context, chat_id, screen)
     return sent.message_id
+
+
+async def show_in_tapped(update: Update, context: CourseContext, screen: Screen) -> int:
+    """Show ``screen`` in the message whose button was tapped (see show); return the id of the message showing it."""
+    message = tapped_message(update)
+    return await show(context, message, message.chat.id if message else context.learner.chat_id, screen)

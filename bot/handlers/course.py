@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from telegram import Update
-from telegram.ext import CallbackQueryHandler, CommandHandler, filters
+from telegram.ext import BaseHandler, CallbackQueryHandler, CommandHandler, filters
 
-from bot import render
+from bot import commands, render
 from bot.callbacks import Continue, OpenLesson, ShowMenu, matches
 from bot.context import CourseContext
-from bot.handlers.common import button, for_learner, lesson_gone, send, show
+from bot.handlers.common import button, for_learner, lesson_gone, reply, show_in_tapped
 from bot.handlers.lessons import open_place
 from bot.i18n import _
+from bot.learner import ReaderView
 from bot.navigation import Place, resume
 
 
@@ -23,19 +24,18 @@ async def _menu_screen(context: CourseContext, *, welcome: bool) -> render.Scree
 @for_learner
 async def start(update: Update, context: CourseContext) -> None:
     """Welcome the learner and show the course with one button to start or continue."""
-    await send(context, update.effective_chat.id, await _menu_screen(context, welcome=True))
+    await reply(update, context, await _menu_screen(context, welcome=True))
 
 
 @for_learner
 async def lessons(update: Update, context: CourseContext) -> None:
     """Show the course menu."""
-    await send(context, update.effective_chat.id, await _menu_screen(context, welcome=False))
+    await reply(update, context, await _menu_screen(context, welcome=False))
 
 
 async def _show_menu_here(update: Update, context: CourseContext) -> None:
-    query = update.callback_query
-    message_id = await show(context, query.message, query.message.chat.id, await _menu_screen(context, welcome=False))
-    await context.services.db.set_reader_message(context.learner.user_id, message_id, "menu")
+    message_id = await show_in_tapped(update, context, await _menu_screen(context, welcome=False))
+    await context.services.db.set_reader_message(context.learner.user_id, message_id, ReaderView.MENU)
 
 
 @button(ShowMenu)
@@ -68,12 +68,12 @@ async def open_lesson(update: Update, context: CourseContext, data: OpenLesson) 
     return await open_place(update, context, Place(lesson, slide), progress)
 
 
-def handlers() -> list:
+def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
     """Return this feature's handlers."""
     private = filters.ChatType.PRIVATE
     return [
-        CommandHandler("start", start, filters=private),
-        CommandHandler("lessons", lessons, filters=private),
+        CommandHandler(commands.START.name, start, filters=private),
+        CommandHandler(commands.LESSONS.name, lessons, filters=private),
         CallbackQueryHandler(show_menu, pattern=matches(ShowMenu)),
         CallbackQueryHandler(continue_course, pattern=matches(Continue)),
         CallbackQueryHandler(open_lesson, pattern=matches(OpenLesson)),

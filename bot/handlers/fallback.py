@@ -3,32 +3,29 @@
 from __future__ import annotations
 
 from telegram import Update
-from telegram.ext import CallbackQueryHandler, MessageHandler, filters
+from telegram.ext import BaseHandler, CallbackQueryHandler, MessageHandler, filters
 
 from bot import render
 from bot.context import CourseContext
-from bot.handlers.common import for_learner, refuse, send
+from bot.handlers.common import for_learner, refuse, reply
 from bot.i18n import _
 
 
 async def group_chat(update: Update, context: CourseContext) -> None:
     """Point a group to a private chat, where lessons and progress are personal."""
     # No learner is created here: a group is nobody's progress.
-    i18n = context.services.i18n
-    user = update.effective_user
-    with i18n.use(i18n.negotiate(user.language_code if user else None)):
-        text = _("I teach one learner at a time. Open a private chat with me: @{username}").format(
-            username=context.bot.username
-        )
-        await send(context, update.effective_chat.id, render.notice(text))
+    text = _("I teach one learner at a time. Open a private chat with me: @{username}").format(
+        username=context.bot.username
+    )
+    await reply(update, context, render.notice(text))
 
 
 @for_learner
 async def edited(update: Update, context: CourseContext) -> None:
     """Explain that edits change nothing."""
-    await send(
+    await reply(
+        update,
         context,
-        update.effective_chat.id,
         render.notice(
             _("I saw your edit, but edits don't change anything here. Send a new message instead, or /help.")
         ),
@@ -38,19 +35,15 @@ async def edited(update: Update, context: CourseContext) -> None:
 @for_learner
 async def unknown_command(update: Update, context: CourseContext) -> None:
     """Name the commands that exist."""
-    await send(
-        context,
-        update.effective_chat.id,
-        render.notice(_("I don't know that command. /help lists the ones I understand.")),
-    )
+    await reply(update, context, render.notice(_("I don't know that command. /help lists the ones I understand.")))
 
 
 @for_learner
 async def anything_else(update: Update, context: CourseContext) -> None:
     """Answer stickers, photos, voice and the rest."""
-    await send(
+    await reply(
+        update,
         context,
-        update.effective_chat.id,
         render.notice(_("I can only read text and buttons. Send /lessons to open the course, or /help.")),
     )
 
@@ -61,12 +54,12 @@ async def invalid_button(update: Update, context: CourseContext) -> None:
     await refuse(update)
 
 
-def group_handlers() -> list:
+def group_handlers() -> list[BaseHandler[Update, CourseContext, None]]:
     """Handlers that must come before all others: groups get a pointer to a private chat."""
     return [MessageHandler(filters.ChatType.GROUPS & filters.UpdateType.MESSAGE, group_chat)]
 
 
-def handlers() -> list:
+def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
     """Handlers that must come after all others: they catch what nothing else handled."""
     private = filters.ChatType.PRIVATE
     return [

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 from telegram import Update
-from telegram.ext import CallbackQueryHandler, CommandHandler, filters
+from telegram.ext import BaseHandler, CallbackQueryHandler, CommandHandler, filters
 
-from bot import render
+from bot import commands, render
 from bot.callbacks import CallbackDataError, ChooseLanguage, matches
 from bot.context import CourseContext
-from bot.handlers.common import button, for_learner, refuse, send, show
+from bot.handlers.common import button, for_learner, refuse, reply, show_in_tapped
 
 
 @for_learner
 async def language(update: Update, context: CourseContext) -> None:
     """Show every shipped language in its own name."""
-    i18n = context.services.i18n
-    await send(context, update.effective_chat.id, render.language_picker(i18n.languages, context.learner.language))
+    await reply(update, context, render.language_picker(context.services.i18n.languages, context.learner.language))
 
 
 @button(ChooseLanguage)
@@ -29,15 +28,15 @@ async def choose_language(update: Update, context: CourseContext, data: ChooseLa
         return
     learner = context.learner
     await context.services.db.set_language(learner.user_id, chosen)
-    query = update.callback_query
-    with i18n.use(chosen or i18n.negotiate(learner.telegram_language)):
-        await show(context, query.message, query.message.chat.id, render.language_chosen(chosen is None))
+    # The update came in one language and is answered in the new one, chosen as every update's is.
+    with i18n.use(i18n.choose(chosen, learner.telegram_language)):
+        await show_in_tapped(update, context, render.language_chosen(chosen is None))
 
 
-def handlers() -> list:
+def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
     """Return this feature's handlers."""
     private = filters.ChatType.PRIVATE
     return [
-        CommandHandler("language", language, filters=private),
+        CommandHandler(commands.LANGUAGE.name, language, filters=private),
         CallbackQueryHandler(choose_language, pattern=matches(ChooseLanguage)),
     ]

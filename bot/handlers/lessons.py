@@ -2,36 +2,39 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from telegram import Update
-from telegram.ext import CallbackQueryHandler
+from telegram.ext import BaseHandler, CallbackQueryHandler
 
 from bot import render
 from bot.callbacks import ShowSlide, matches
 from bot.context import CourseContext
-from bot.handlers.common import button, lesson_gone, show
+from bot.handlers.common import button, lesson_gone, show_in_tapped, tapped_message
 from bot.handlers.quiz import resume_quiz
 from bot.i18n import _
-from bot.navigation import Place, Stage, can_show, stage
-from bot.storage.db import NOT_STARTED, LessonProgress
+from bot.learner import NOT_STARTED, LessonProgress, ReaderView
+from bot.navigation import Place, can_show
+from bot.states import QuizRound, Stage, quiz_round, stage
 
 
 async def open_place(
-    update: Update, context: CourseContext, place: Place, progress: dict[str, LessonProgress]
+    update: Update, context: CourseContext, place: Place, progress: Mapping[str, LessonProgress]
 ) -> str | None:
     """Show ``place`` in the tapped message, or take the learner back into a Quick Check under way."""
-    learner = context.learner
     saved = progress.get(place.lesson.id, NOT_STARTED)
-    if stage(saved) is Stage.QUIZ and learner.quiz_lesson_id == place.lesson.id and learner.quiz_poll_id:
+    if stage(saved) is Stage.QUIZ and quiz_round(context.learner, place.lesson.id) is QuizRound.AWAITING:
         return await resume_quiz(update, context, place.lesson)
     await _show_slide(update, context, place, saved)
     return None
 
 
-def _already_shown(context: CourseContext, message_id: int, place: Place, saved: LessonProgress) -> bool:
+def _already_shown(context: CourseContext, message_id: int | None, place: Place, saved: LessonProgress) -> bool:
     learner = context.learner
     return (
-        learner.reader_message_id == message_id
-        and learner.reader_view == "slide"
+        message_id is not None
+        and learner.reader_message_id == message_id
+        and learner.reader_view is ReaderView.SLIDE
         and learner.lesson_id == place.lesson.id
         and saved.started
         and saved.slide == place.slide
@@ -39,12 +42,10 @@ def _already_shown(context: CourseContext, message_id: int, place: Place, saved:
 
 
 async def _show_slide(update: Update, context: CourseContext, place: Place, saved: LessonProgress) -> None:
-    query = update.callback_query
-    if _already_shown(context, query.message.message_id, place, saved):
+    tapped = tapped_message(update)
+    if _already_shown(context, tapped.message_id if tapped else None, place, saved):
         return  # the second tap of a double tap: the slide is on screen already
-    chat_id = query.message.chat.id
-    screen = render.slide(context.course, place.lesson, place.slide)
-    message_id = await show(context, query.message, chat_id, screen)
+    message_id = await show_in_tapped(update, context, render.slide(context.course, place.lesson, place.slide))
     # Recorded after the edit, so a failed edit never moves the learner.
     await context.services.db.show_slide(
         context.learner.user_id,
@@ -70,6 +71,6 @@ async def show_slide(update: Update, context: CourseContext, data: ShowSlide) ->
     return None
 
 
-def handlers() -> list:
+def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
     """Return this feature's handlers."""
     return [CallbackQueryHandler(show_slide, pattern=matches(ShowSlide))]

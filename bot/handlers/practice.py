@@ -6,16 +6,18 @@ import logging
 
 from telegram import Update
 from telegram.constants import ChatAction
-from telegram.ext import CallbackQueryHandler, CommandHandler, MessageHandler, filters
+from telegram.ext import BaseHandler, CallbackQueryHandler, CommandHandler, MessageHandler, filters
 
-from bot import practice, render
+from bot import commands, feedback, render
 from bot.callbacks import LeavePractice, ShowHint, StartPractice, matches
-from bot.context import CourseContext
-from bot.course import Lesson
-from bot.handlers.common import button, for_learner, lesson_gone, send, show
+from bot.content.model import Exercise, Lesson
+from bot.context import CourseContext, SnippetRunner
+from bot.handlers.common import button, for_learner, lesson_gone, reply, send, show_in_tapped
 from bot.i18n import _
-from runner.errors import RunnerBusy, RunnerError
-from runner.limits import Limits
+from bot.learner import Learner
+from bot.safehtml import Html
+from bot.states import PRACTICE, PracticeStep, practice_state
+from runner.client import Limits, RunnerBusy, RunnerError, RunResult
 
 log = logging.getLogger(__name__)
 
@@ -31,18 +33,19 @@ async def start_practice(update: Update, context: CourseContext, data: StartPrac
     return None
 
 
-def _current_exercise(context: CourseContext, lesson_id: str) -> Lesson | None:
-    lesson = context.course.lesson(lesson_id)
-    if lesson is None or lesson.exercise is None or context.learner.practice_lesson_id != lesson.id:
+def _exercise_under_way(context: CourseContext, lesson_id: str | None, step: PracticeStep) -> Lesson | None:
+    """Return the lesson whose exercise the learner practises, if ``step`` may be taken in it now."""
+    lesson = context.course.lesson(lesson_id) if lesson_id else None
+    if lesson is None or lesson.exercise is None:
         return None
-    return lesson
+    return lesson if PRACTICE.allows(practice_state(context.learner, lesson.id), step) else None
 
 
 @button(ShowHint)
 async def show_hint(update: Update, context: CourseContext, data: ShowHint) -> str | None:
     """Show the next hint, up to the exercise's last."""
-    lesson = _current_exercise(context, data.lesson)
-    if lesson is None:
+    lesson = _exercise_under_way(context, data.lesson, PracticeStep.HINT)
+    if lesson is None or lesson.exercise is None:
         return _("Open the practice first: it comes after the lesson's Quick Check.")
     shown = await context.services.db.show_hint(context.learner.user_id, len(lesson.exercise.hints))
     if shown == context.learner.hints_shown:
@@ -55,11 +58,9 @@ async def show_hint(update: Update, context: CourseContext, data: ShowHint) -> s
 async def leave_practice(update: Update, context: CourseContext, data: LeavePractice) -> str | None:
     """Stop taking messages as answers."""
     await context.services.db.stop_practice(context.learner.user_id)
-    query = update.callback_query
-    await show(
+    await show_in_tapped(
+        update,
         context,
-        query.message,
-        query.message.chat.id,
         render.notice(_("You left the practice. Send /lessons to go on, or /run with code to try things out.")),
     )
     return None
@@ -68,42 +69,37 @@ async def leave_practice(update: Update, context: CourseContext, data: LeavePrac
 @for_learner
 async def run_command(update: Update, context: CourseContext) -> None:
     """Run the code after /run, ungraded."""
-    text = update.effective_message.text or ""
+    text = (update.effective_message.text if update.effective_message else None) or ""
     after_command = text.split(maxsplit=1)[1] if len(text.split(maxsplit=1)) > 1 else ""
-    code = practice.fenced_code(text) or after_command
+    code = feedback.fenced_code(text) or after_command
     if not code.strip():
-        await send(
-            context,
-            context.learner.chat_id,
-            render.notice(_("Put your code after /run, for example: /run print(2 + 2)")),
-        )
+        await reply(update, context, render.notice(_("Put your code after /run, for example: /run print(2 + 2)")))
         return
-    await _start_run(context, code, None)
+    await _start_run(update, context, code, None)
 
 
 @for_learner
 async def code_message(update: Update, context: CourseContext) -> None:
     """Take a message as code: an answer to the exercise under way, or a fenced block to run."""
-    text = update.effective_message.text or ""
-    learner = context.learner
-    lesson = context.course.lesson(learner.practice_lesson_id) if learner.practice_lesson_id else None
-    if lesson is not None and lesson.exercise is not None:
-        await _start_run(context, practice.fenced_code(text) or text, lesson)
+    text = (update.effective_message.text if update.effective_message else None) or ""
+    lesson = _exercise_under_way(context, context.learner.practice_lesson_id, PracticeStep.ANSWER)
+    if lesson is not None:
+        await _start_run(update, context, feedback.fenced_code(text) or text, lesson)
         return
-    code = practice.fenced_code(text)
+    code = feedback.fenced_code(text)
     if code is None:
-        await send(
+        await reply(
+            update,
             context,
-            learner.chat_id,
             render.notice(
                 _("I work with buttons and commands. Tap a button under a lesson, or send /lessons to open the course.")
             ),
         )
         return
-    await _start_run(context, code, None)
+    await _start_run(update, context, code, None)
 
 
-async def _start_run(context: CourseContext, code: str, lesson: Lesson | None) -> None:
+async def _start_run(update: Update, context: CourseContext, code: str, lesson: Lesson | None) -> None:
     services = context.services
     learner = context.learner
     if services.runner is None:
@@ -117,71 +113,82 @@ async def _start_run(context: CourseContext, code: str, lesson: Lesson | None) -
         )
         return
     services.running.add(learner.user_id)
-    # The run goes on in the background, so this learner's next update is read (and told to wait).
-    context.application.create_task(_run(context, learner, code, lesson), update=None)
+    # The run goes on in the background, so this learner's next update is read (and told to wait). The task
+    # carries its update: it runs in the update's language, and a failure in it reaches the error handler,
+    # which tells the learner.
+    context.application.create_task(_run(context, services.runner, learner, code, lesson), update=update)
 
 
-async def _run(context: CourseContext, learner, code: str, lesson: Lesson | None) -> None:
+async def _run(
+    context: CourseContext, runner: SnippetRunner, learner: Learner, code: str, lesson: Lesson | None
+) -> None:
     services = context.services
-    language = learner.language or services.i18n.negotiate(learner.telegram_language)
     try:
-        with services.i18n.use(language):
-            await context.bot.send_chat_action(learner.chat_id, ChatAction.TYPING)
-            checks = practice.runner_checks(lesson.exercise) if lesson is not None else None
-            try:
-                result = await services.runner.run(code, checks=checks)
-            except RunnerBusy:
-                await send(
-                    context,
-                    learner.chat_id,
-                    render.notice(_("Many learners are running code right now. Try again in a few seconds.")),
-                )
-                return
-            except RunnerError:
-                log.exception("the runner failed for user %s", learner.user_id)
-                await send(
-                    context,
-                    learner.chat_id,
-                    render.notice(_("Running code is unavailable right now. Please try again later.")),
-                )
-                return
-            output = practice.output_block(result)
-            status = practice.status_line(result, Limits.from_dict(services.runner.info.get("limits")))
-            if lesson is None:
-                await send(context, learner.chat_id, render.run_output(output, status))
-                return
-            await services.db.record_attempt(learner.user_id, lesson.id, result.passed)
-            if result.passed:
-                await services.db.stop_practice(learner.user_id)
-            course = services.content.course(language)
-            lesson = course.lesson(lesson.id)
-            lines = ([status] if status and result.status != "ok" else []) + practice.check_feedback(
-                lesson.exercise, result
-            )
-            current = await services.db.find_learner(learner.user_id)
+        await context.bot.send_chat_action(learner.chat_id, ChatAction.TYPING)
+        exercise = lesson.exercise if lesson is not None else None
+        try:
+            result = await runner.run(code, checks=feedback.runner_checks(exercise) if exercise else None)
+        except RunnerBusy:
             await send(
                 context,
                 learner.chat_id,
-                render.practice_verdict(
-                    course,
-                    lesson,
-                    output,
-                    practice.markup_lines(lines),
-                    passed=result.passed,
-                    hints_shown=current.hints_shown if current else 0,
-                ),
+                render.notice(_("Many learners are running code right now. Try again in a few seconds.")),
             )
+            return
+        except RunnerError:
+            log.exception("the runner failed for user %s", learner.user_id)
+            await send(
+                context,
+                learner.chat_id,
+                render.notice(_("Running code is unavailable right now. Please try again later.")),
+            )
+            return
+        output = feedback.output_block(result)
+        status = feedback.status_line(result, Limits.from_dict(runner.info.get("limits")))
+        if lesson is None or exercise is None:
+            await send(context, learner.chat_id, render.run_output(output, status))
+            return
+        await _verdict(context, learner, lesson, exercise, result, output, status)
     finally:
         services.running.discard(learner.user_id)
 
 
-def handlers() -> list:
+async def _verdict(
+    context: CourseContext,
+    learner: Learner,
+    lesson: Lesson,
+    exercise: Exercise,
+    result: RunResult,
+    output: Html,
+    status: str | None,
+) -> None:
+    db = context.services.db
+    await db.record_attempt(learner.user_id, lesson.id, result.passed)
+    if result.passed:
+        await db.stop_practice(learner.user_id)
+    lines = ([status] if status and result.status != "ok" else []) + feedback.check_feedback(exercise, result)
+    current = await db.find_learner(learner.user_id)
+    await send(
+        context,
+        learner.chat_id,
+        render.practice_verdict(
+            context.course,
+            lesson,
+            output,
+            feedback.feedback_lines(lines),
+            passed=result.passed,
+            hints_shown=current.hints_shown if current else 0,
+        ),
+    )
+
+
+def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
     """Return this feature's handlers; code_message must come before the fallback for text."""
     private = filters.ChatType.PRIVATE
     return [
         CallbackQueryHandler(start_practice, pattern=matches(StartPractice)),
         CallbackQueryHandler(show_hint, pattern=matches(ShowHint)),
         CallbackQueryHandler(leave_practice, pattern=matches(LeavePractice)),
-        CommandHandler("run", run_command, filters=private),
+        CommandHandler(commands.RUN.name, run_command, filters=private),
         MessageHandler(private & filters.UpdateType.MESSAGE & filters.TEXT & ~filters.COMMAND, code_message),
     ]

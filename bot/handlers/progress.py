@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from telegram import Update
-from telegram.ext import CommandHandler, filters
+from telegram.ext import BaseHandler, CommandHandler, filters
 
-from bot import render
+from bot import commands, render
 from bot.context import CourseContext
-from bot.handlers.common import for_learner, send
+from bot.handlers.common import for_learner, reply
 from bot.navigation import course_score
 
 
@@ -27,9 +27,9 @@ async def progress(update: Update, context: CourseContext) -> None:
         len(answers),
         exercises_passed=sum(1 for lesson in context.course.lessons if lesson.id in passed),
     )
-    await send(context, update.effective_chat.id, screen)
+    await reply(update, context, screen)
 
 
-def handlers() -> list:
+def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
     """Return this feature's handlers."""
-    return [CommandHandler("progress", progress, filters=filters.ChatType.PRIVATE)]
+    return [CommandHandler(commands.PROGRESS.name, progress, filters=filters.ChatType.PRIVATE)]

@@ -3,24 +3,24 @@
 from __future__ import annotations
 
 from telegram import Update
-from telegram.ext import CallbackQueryHandler, CommandHandler, filters
+from telegram.ext import BaseHandler, CallbackQueryHandler, CommandHandler, filters
 
-from bot import render
+from bot import commands, render
 from bot.callbacks import ConfirmReset, matches
 from bot.context import CourseContext
-from bot.handlers.common import button, for_learner, send, show
+from bot.handlers.common import button, for_learner, reply, show_in_tapped
 
 
 @for_learner
 async def help_command(update: Update, context: CourseContext) -> None:
     """Explain the commands and the buttons."""
-    await send(context, update.effective_chat.id, render.help_text())
+    await reply(update, context, render.help_text())
 
 
 @for_learner
 async def reset(update: Update, context: CourseContext) -> None:
     """Ask before deleting anything."""
-    await send(context, update.effective_chat.id, render.reset_question())
+    await reply(update, context, render.reset_question())
 
 
 @button(ConfirmReset)
@@ -29,15 +29,14 @@ async def confirm_reset(update: Update, context: CourseContext, data: ConfirmRes
     confirmed = data.answer == "yes"
     if confirmed:
         await context.services.db.reset(context.learner.user_id)
-    query = update.callback_query
-    await show(context, query.message, query.message.chat.id, render.reset_done(confirmed))
+    await show_in_tapped(update, context, render.reset_done(confirmed))
 
 
-def handlers() -> list:
+def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
     """Return this feature's handlers."""
     private = filters.ChatType.PRIVATE
     return [
-        CommandHandler("help", help_command, filters=private),
-        CommandHandler("reset", reset, filters=private),
+        CommandHandler(commands.HELP.name, help_command, filters=private),
+        CommandHandler(commands.RESET.name, reset, filters=private),
         CallbackQueryHandler(confirm_reset, pattern=matches(ConfirmReset)),
     ]

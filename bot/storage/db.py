@@ -1,4 +1,8 @@
-"""Learner progress in one SQLite file, through aiosqlite: one connection, one writer, every value bound."""
+"""Learner progress in one SQLite file, through aiosqlite: one connection, one writer, every value bound.
+
+Rows are read by column name (sqlite3.Row) into the records of bot.learner; each method that changes a
+learner's state performs one step of a machine in bot.states, in one transaction.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +12,13 @@ import logging
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, closing
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeAlias
 
 import aiosqlite
 
 from bot.errors import StorageError
+from bot.learner import Answer, Learner, LessonProgress, ReaderView, SentPoll
 from bot.storage.migrations import MIGRATIONS
 
 log = logging.getLogger(__name__)
@@ -23,62 +28,56 @@ BUSY_TIMEOUT_MS = 5000
 REMEMBERED_UPDATES = 100_000
 
 
-@dataclass(frozen=True)
-class Learner:
-    """A learner's row: who they are and where they are."""
-
-    user_id: int
-    chat_id: int
-    language: str | None
-    telegram_language: str | None
-    lesson_id: str | None
-    reader_message_id: int | None
-    reader_view: str | None
-    quiz_lesson_id: str | None
-    quiz_queue: tuple[str, ...]
-    quiz_poll_id: str | None
-    practice_lesson_id: str | None = None
-    hints_shown: int = 0
-
-
-@dataclass(frozen=True)
-class LessonProgress:
-    """A learner's place in one lesson."""
-
-    lesson_id: str
-    slide: int = 0
-    furthest_slide: int = 0
-    slides_read: bool = False
-    completed: bool = False
-    started: bool = False
-    completed_on: dt.date | None = None  # the day (UTC) the lesson was first completed
-
-
-NOT_STARTED = LessonProgress(lesson_id="")
-
-
-@dataclass(frozen=True)
-class SentPoll:
-    """A quiz poll the bot sent, so its answer can be matched to a question."""
-
-    poll_id: str
-    user_id: int
-    lesson_id: str
-    question_id: str
-
-
-@dataclass(frozen=True)
-class Answer:
-    """A learner's latest answer to one question."""
-
-    lesson_id: str
-    question_id: str
-    option_index: int
-    correct: bool
+Params: TypeAlias = tuple[Any, ...] | dict[str, Any]
 
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+
+
+def _learner(row: sqlite3.Row) -> Learner:
+    return Learner(
+        user_id=row["user_id"],
+        chat_id=row["chat_id"],
+        language=row["language"],
+        telegram_language=row["telegram_language"],
+        lesson_id=row["lesson_id"],
+        reader_message_id=row["reader_message_id"],
+        reader_view=ReaderView(row["reader_view"]) if row["reader_view"] else None,
+        quiz_lesson_id=row["quiz_lesson_id"],
+        quiz_queue=tuple(row["quiz_queue"].split()),
+        quiz_poll_id=row["quiz_poll_id"],
+        practice_lesson_id=row["practice_lesson_id"],
+        hints_shown=row["hints_shown"],
+    )
+
+
+def _lesson_progress(row: sqlite3.Row) -> LessonProgress:
+    completed_at = row["completed_at"]
+    return LessonProgress(
+        lesson_id=row["lesson_id"],
+        slide=row["slide"],
+        furthest_slide=row["furthest_slide"],
+        slides_read=row["slides_read_at"] is not None,
+        completed=completed_at is not None,
+        started=True,
+        completed_on=dt.datetime.fromisoformat(completed_at).date() if completed_at else None,
+    )
+
+
+def _sent_poll(row: sqlite3.Row) -> SentPoll:
+    return SentPoll(
+        poll_id=row["poll_id"], user_id=row["user_id"], lesson_id=row["lesson_id"], question_id=row["question_id"]
+    )
+
+
+def _answer(row: sqlite3.Row) -> Answer:
+    return Answer(
+        lesson_id=row["lesson_id"],
+        question_id=row["question_id"],
+        option_index=row["option_index"],
+        correct=bool(row["correct"]),
+    )
 
 
 class Database:
@@ -100,12 +99,14 @@ class Database:
             conn = await aiosqlite.connect(path, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
             raise StorageError(f"cannot open the database {path}: {exc}") from exc
+        conn.row_factory = sqlite3.Row
         db = cls(conn, path)
         try:
-            await conn.execute("PRAGMA busy_timeout = 5000")  # = BUSY_TIMEOUT_MS
-            mode = await (await conn.execute("PRAGMA journal_mode = WAL")).fetchone()
-            if mode[0].lower() != "wal":
-                log.warning("SQLite refused WAL mode for %s (journal_mode=%s)", path, mode[0])
+            # PRAGMA takes no bound parameters; the value is our own integer.
+            await conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_MS)}")
+            mode = await db._one("PRAGMA journal_mode = WAL")
+            if mode is None or mode["journal_mode"].lower() != "wal":
+                log.warning("SQLite refused WAL mode for %s (journal_mode=%s)", path, mode and mode["journal_mode"])
             await conn.execute("PRAGMA synchronous = NORMAL")
             await conn.execute("PRAGMA foreign_keys = ON")
             await db._migrate()
@@ -118,7 +119,7 @@ class Database:
         return db
 
     async def _migrate(self) -> None:
-        version = (await (await self._conn.execute("PRAGMA user_version")).fetchone())[0]
+        version = await self.schema_version()
         if version > len(MIGRATIONS):
             raise StorageError(
                 f"the database {self.path} has schema version {version}, newer than this "
@@ -158,7 +159,7 @@ class Database:
             else:
                 await self._conn.execute("COMMIT")
 
-    async def _write_one(self, sql: str, params: tuple | dict = ()) -> int:
+    async def _write_one(self, sql: str, params: Params = ()) -> int:
         """Run one statement as its own transaction (autocommit); return the rows it changed.
 
         One round trip to the database thread instead of three: this is on every tap's path.
@@ -167,16 +168,18 @@ class Database:
             cursor = await self._conn.execute(sql, params)
             return cursor.rowcount
 
-    async def _one(self, sql: str, params: tuple = ()) -> sqlite3.Row | None:
-        rows = await self._conn.execute_fetchall(sql, params)
+    async def _one(self, sql: str, params: Params = ()) -> sqlite3.Row | None:
+        rows = await self._all(sql, params)
         return rows[0] if rows else None
 
-    async def _all(self, sql: str, params: tuple = ()) -> list[sqlite3.Row]:
-        return list(await self._conn.execute_fetchall(sql, params))
+    async def _all(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
+        # The connection's row factory makes every row a sqlite3.Row.
+        return [row for row in await self._conn.execute_fetchall(sql, params) if isinstance(row, sqlite3.Row)]
 
     async def schema_version(self) -> int:
         """Return the number of the last migration applied."""
-        return (await self._one("PRAGMA user_version"))[0]
+        row = await self._one("PRAGMA user_version")
+        return int(row["user_version"]) if row is not None else 0
 
     # Updates
 
@@ -198,7 +201,10 @@ class Database:
 
     async def learner(self, user_id: int, chat_id: int, telegram_language: str | None) -> Learner:
         """Return the learner, creating them on first contact and noting Telegram's language."""
-        found = await self.find_learner(user_id)
+        return await self.noted(await self.find_learner(user_id), user_id, chat_id, telegram_language)
+
+    async def noted(self, found: Learner | None, user_id: int, chat_id: int, telegram_language: str | None) -> Learner:
+        """Return the learner ``found`` by find_learner just now (None: new), with this contact's chat and language."""
         # Poll answers carry no language_code; keep the last one Telegram sent.
         language = telegram_language or (found.telegram_language if found else None)
         if found is not None and found.chat_id == chat_id and found.telegram_language == language:
@@ -212,9 +218,10 @@ class Database:
                 " telegram_language = excluded.telegram_language, updated_at = excluded.updated_at",
                 (user_id, chat_id, language, now, now),
             )
-        found = await self.find_learner(user_id)
-        assert found is not None
-        return found
+        stored = await self.find_learner(user_id)
+        if stored is None:
+            raise StorageError(f"learner {user_id} was written but cannot be read back from {self.path}")
+        return stored
 
     async def find_learner(self, user_id: int) -> Learner | None:
         """Return the learner, or None if they never wrote to the bot."""
@@ -224,9 +231,7 @@ class Database:
             " FROM learners WHERE user_id = ?",
             (user_id,),
         )
-        if row is None:
-            return None
-        return Learner(*row[:8], tuple(row[8].split()), *row[9:])
+        return _learner(row) if row is not None else None
 
     async def set_language(self, user_id: int, language: str | None) -> None:
         """Store the learner's chosen language (None: follow Telegram's)."""
@@ -240,22 +245,11 @@ class Database:
     async def progress(self, user_id: int) -> dict[str, LessonProgress]:
         """Return the learner's progress in every lesson they started."""
         rows = await self._all(
-            "SELECT lesson_id, slide, furthest_slide, slides_read_at IS NOT NULL, completed_at"
+            "SELECT lesson_id, slide, furthest_slide, slides_read_at, completed_at"
             " FROM lesson_progress WHERE user_id = ?",
             (user_id,),
         )
-        return {
-            row[0]: LessonProgress(
-                row[0],
-                row[1],
-                row[2],
-                bool(row[3]),
-                row[4] is not None,
-                started=True,
-                completed_on=dt.datetime.fromisoformat(row[4]).date() if row[4] else None,
-            )
-            for row in rows
-        }
+        return {row["lesson_id"]: _lesson_progress(row) for row in rows}
 
     async def show_slide(
         self, user_id: int, lesson_id: str, slide: int, *, last_slide: int, message_id: int | None
@@ -277,11 +271,11 @@ class Database:
                 (lesson_id, message_id, now, user_id),
             )
 
-    async def set_reader_message(self, user_id: int, message_id: int, view: str) -> None:
+    async def set_reader_message(self, user_id: int, message_id: int, view: ReaderView) -> None:
         """Remember which message is edited in place for the learner, and what it shows."""
         await self._write_one(
             "UPDATE learners SET reader_message_id = ?, reader_view = ?, updated_at = ? WHERE user_id = ?",
-            (message_id, view, _now(), user_id),
+            (message_id, view.value, _now(), user_id),
         )
 
     async def complete_lesson(self, user_id: int, lesson_id: str) -> bool:
@@ -324,7 +318,7 @@ class Database:
         row = await self._one(
             "SELECT poll_id, user_id, lesson_id, question_id FROM quiz_polls WHERE poll_id = ?", (poll_id,)
         )
-        return SentPoll(*row) if row else None
+        return _sent_poll(row) if row is not None else None
 
     async def record_answer(self, poll: SentPoll, option_index: int, correct: bool) -> tuple[str, ...] | None:
         """Record an answer; if it answers the awaited poll, pop it and return the questions left.
@@ -341,13 +335,12 @@ class Database:
             )
             if cursor.rowcount != 1:
                 return None
-            async with conn.execute(
+            row = await self._one(
                 "SELECT quiz_queue FROM learners WHERE user_id = ? AND quiz_poll_id = ?", (poll.user_id, poll.poll_id)
-            ) as rows:
-                row = await rows.fetchone()
+            )
             if row is None:
                 return None
-            remaining = tuple(q for q in row[0].split() if q != poll.question_id)
+            remaining = tuple(q for q in row["quiz_queue"].split() if q != poll.question_id)
             await conn.execute(
                 "UPDATE learners SET quiz_queue = ?, quiz_poll_id = NULL,"
                 " quiz_lesson_id = CASE WHEN ? = '' THEN NULL ELSE quiz_lesson_id END,"
@@ -365,11 +358,7 @@ class Database:
             " ORDER BY rowid",
             (user_id,),
         )
-        return {(r[0], r[1]): Answer(r[0], r[1], r[2], bool(r[3])) for r in rows}
-
-    async def answer_count(self, user_id: int) -> int:
-        """Return how many quiz answers the learner has given in all."""
-        return (await self._one("SELECT count(*) FROM quiz_answers WHERE user_id = ?", (user_id,)))[0]
+        return {(row["lesson_id"], row["question_id"]): _answer(row) for row in rows}
 
     # Practice
 
@@ -396,8 +385,8 @@ class Database:
                 "UPDATE learners SET hints_shown = min(hints_shown + 1, ?), updated_at = ? WHERE user_id = ?",
                 (limit, _now(), user_id),
             )
-            async with conn.execute("SELECT hints_shown FROM learners WHERE user_id = ?", (user_id,)) as rows:
-                return (await rows.fetchone())[0]
+            row = await self._one("SELECT hints_shown FROM learners WHERE user_id = ?", (user_id,))
+            return int(row["hints_shown"]) if row is not None else 0
 
     async def record_attempt(self, user_id: int, lesson_id: str, passed: bool) -> None:
         """Record one graded attempt at a lesson's exercise."""
@@ -412,7 +401,7 @@ class Database:
         rows = await self._all(
             "SELECT DISTINCT lesson_id FROM exercise_attempts WHERE user_id = ? AND passed = 1", (user_id,)
         )
-        return {row[0] for row in rows}
+        return {row["lesson_id"] for row in rows}
 
     # Reset and backup
 
@@ -423,9 +412,9 @@ class Database:
                 # Table names come from the tuple above, never from input.
                 await conn.execute(f"DELETE FROM {table} WHERE user_id = ?", (user_id,))
             await conn.execute(
-                "UPDATE learners SET lesson_id = NULL, reader_message_id = NULL, reader_view = NULL, quiz_lesson_id = NULL,"
-                " quiz_queue = '', quiz_poll_id = NULL, practice_lesson_id = NULL, hints_shown = 0,"
-                " updated_at = ? WHERE user_id = ?",
+                "UPDATE learners SET lesson_id = NULL, reader_message_id = NULL, reader_view = NULL,"
+                " quiz_lesson_id = NULL, quiz_queue = '', quiz_poll_id = NULL,"
+                " practice_lesson_id = NULL, hints_shown = 0, updated_at = ? WHERE user_id = ?",
                 (_now(), user_id),
             )
 

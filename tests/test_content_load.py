@@ -1,4 +1,4 @@
-"""bot.lint.lint: Telegram's limits checked on the rendered content, each problem at its file and line."""
+"""bot.content.load.lint: Telegram's limits checked on the rendered content, each problem at its file and line."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from bot import markup, render
+from bot import lessontext, render
+from bot.content.load import lint, load_valid
+from bot.content.telegram_limits import telegram_length, visible_length
 from bot.errors import ContentError
 from bot.i18n import I18n
-from bot.lint import lint, load_valid, telegram_length, visible_length
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = ROOT / "lessons"
@@ -114,7 +115,7 @@ def _slide_text_length_for(lessons_dir: Path, rendered: int) -> int:
     index = [s.id for s in lesson.slides].index("why-accumulate")
     with I18n(LOCALES).use("en"):
         base = visible_length(render.slide(course, lesson, index).text)
-    text_length = telegram_length(markup.to_plain(lesson.slides[index].text))
+    text_length = telegram_length(lessontext.to_plain(lesson.slides[index].text))
     return rendered - (base - text_length)
 
 

@@ -1,15 +1,15 @@
-"""Practice and snippets, without Telegram: turn an exercise into runner checks and a run into feedback."""
+"""Runs turned into feedback, without Telegram: code found in a message, an exercise's checks for the runner,
+and what a run printed, why it ended and which checks failed, in the learner's words."""
 
 from __future__ import annotations
 
-import html
 import re
 
-from bot import markup
-from bot.course import Exercise
+from bot import lessontext
+from bot.content.model import Exercise
 from bot.i18n import _, number
-from runner.grading import Check, ExerciseChecks
-from runner.result import RunResult
+from bot.safehtml import Html, escape, italic, pre
+from runner.client import Check, ExerciseChecks, Limits, RunResult
 
 # Telegram allows 4096 characters; output gets what the frame around it leaves.
 OUTPUT_MAX = 3000
@@ -23,7 +23,7 @@ def runner_checks(exercise: Exercise) -> ExerciseChecks:
 
 def fenced_code(text: str) -> str | None:
     """Return the code of the first ```python fenced block in a message, or None."""
-    match = _FENCE.search(text or "")
+    match = _FENCE.search(text)
     return match.group(1).strip("\n") if match and match.group(1).strip() else None
 
 
@@ -32,26 +32,20 @@ def _shown(value: str) -> str:
     return {"null": "None", "true": "True", "false": "False"}.get(value, value)
 
 
-def output_block(result: RunResult) -> str:
+def output_block(result: RunResult) -> Html:
     """Render what the learner's code printed, as a code block, cut to fit a message."""
-    text = result.stdout + (
-        ("\n" if result.stdout and not result.stdout.endswith("\n") else "") + result.stderr if result.stderr else ""
-    )
+    text = result.stdout
+    if result.stderr:
+        text += ("\n" if text and not text.endswith("\n") else "") + result.stderr
     text = text.rstrip("\n")
     cut = len(text) > OUTPUT_MAX or result.truncated
-    if len(text) > OUTPUT_MAX:
-        text = text[:OUTPUT_MAX]
-    parts = []
-    if text:
-        parts.append("<pre>" + html.escape(text, quote=False) + "</pre>")
-    else:
-        parts.append("<i>" + html.escape(_("(no output)")) + "</i>")
+    parts = [pre(text[:OUTPUT_MAX]) if text else italic(_("(no output)"))]
     if cut:
-        parts.append("<i>" + html.escape(_("The output was long, so it is cut here.")) + "</i>")
-    return "\n".join(parts)
+        parts.append(italic(_("The output was long, so it is cut here.")))
+    return Html("\n".join(parts))
 
 
-def status_line(result: RunResult, limits) -> str | None:
+def status_line(result: RunResult, limits: Limits) -> str | None:
     """Explain in the learner's terms why a run ended, or None when it simply finished."""
     if result.status == "timeout":
         return _(
@@ -71,7 +65,7 @@ def status_line(result: RunResult, limits) -> str | None:
 
 
 def check_feedback(exercise: Exercise, result: RunResult) -> list[str]:
-    """Return one message per failed check, the exercise's own where the runner reports a mismatch."""
+    """Return one message (lesson markup) per failed check: the exercise's own where the runner reports a mismatch."""
     by_id = {c.id: c for c in exercise.checks}
     lines: list[str] = []
     for outcome in result.checks:
@@ -84,7 +78,8 @@ def check_feedback(exercise: Exercise, result: RunResult) -> list[str]:
         if key == "checks.error":
             lines.append(
                 _(
-                    "`{expr}` could not be read after your code ran ({error}). Keep the variable names of the starter code."
+                    "`{expr}` could not be read after your code ran ({error}). "
+                    "Keep the variable names of the starter code."
                 ).format(expr=outcome.params.get("expr", ""), error=outcome.params.get("error", ""))
             )
         elif check is not None:
@@ -93,14 +88,14 @@ def check_feedback(exercise: Exercise, result: RunResult) -> list[str]:
     return lines
 
 
-def markup_lines(lines: list[str]) -> str:
-    """Render feedback lines, each with the lesson markup, as HTML bullets."""
-    return "\n".join("✗ " + _safe_markup(line) for line in lines)
+def feedback_lines(lines: list[str]) -> Html:
+    """Render feedback lines, each in lesson markup, as HTML bullets."""
+    return Html("\n".join("✗ " + _line_html(line) for line in lines))
 
 
-def _safe_markup(line: str) -> str:
+def _line_html(line: str) -> Html:
     # A value from the learner's code may itself hold a backtick; then show the line literally.
     try:
-        return markup.to_html(line)
-    except markup.MarkupError:
-        return html.escape(line, quote=False)
+        return lessontext.to_html(line)
+    except lessontext.MarkupError:
+        return escape(line)

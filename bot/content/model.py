@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-SOURCE_LANGUAGE = "en"
+from bot.i18n import DEFAULT_LANGUAGE
+from runner.client import CHECK_KINDS as CHECK_KINDS  # re-exported for the content side
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class ExerciseCheck:
 
     id: str
     expr: str
-    kind: str  # equal, close, shape, dtype or true
+    kind: str  # one of CHECK_KINDS
     expect: object
     fail: str  # shown when the check fails; {got} is what the learner's code produced
 
@@ -73,7 +74,7 @@ class Exercise:
 class Translation:
     """What one translation file holds: its parts ('title', 'slide/<id>', ...) and the hashes stamped in it.
 
-    A stamp is the hash of the English a part was translated from (see bot.translations).
+    A stamp is the hash of the English a part was translated from (see bot.content.stamps).
     """
 
     path: str
@@ -103,6 +104,7 @@ class Lesson:
 
     @property
     def last_slide(self) -> int:
+        """Return the index of the lesson's last slide."""
         return len(self.slides) - 1
 
 
@@ -127,6 +129,7 @@ class Course:
 
     @property
     def question_count(self) -> int:
+        """Return how many Quick Check questions the whole course has."""
         return sum(len(lesson.quiz) for lesson in self.lessons)
 
 
@@ -139,7 +142,7 @@ class Content:
 
     def course(self, language: str) -> Course:
         """Return the course as a learner of ``language`` reads it."""
-        if language == SOURCE_LANGUAGE:
+        if language == DEFAULT_LANGUAGE:
             return self.english
         course = self.translations.get(language)
         if course is None:
@@ -160,4 +163,4 @@ def untranslated(lesson: Lesson) -> Lesson:
 
 def fallback_course(english: Course, language: str) -> Course:
     """Return the English course marked as untranslated for ``language``."""
-    return replace(english, language=language, lessons=tuple(untranslated(l) for l in english.lessons))
+    return replace(english, language=language, lessons=tuple(untranslated(lesson) for lesson in english.lessons))

@@ -1,13 +1,13 @@
-"""The lesson text markup: `code` and **bold**, everything else literal; rendered to Telegram HTML."""
+"""Lesson text: `code` and **bold**, everything else literal; rendered to Telegram HTML or to plain text."""
 
 from __future__ import annotations
 
-import html
 import re
 from dataclasses import dataclass
 
 from bot import bidi
 from bot.i18n import is_rtl
+from bot.safehtml import Html, bold, code, escape
 
 _TOKEN = re.compile(r"(`|\*\*)")
 
@@ -47,25 +47,26 @@ def parse(text: str) -> list[tuple[str, str]]:
     return runs
 
 
-_TAGS = {"plain": ("", ""), "code": ("<code>", "</code>"), "bold": ("<b>", "</b>")}
+_FORMATS = {"plain": escape, "code": code, "bold": bold}
 
 
-def to_html(text: str, rtl: bool | None = None) -> str:
+def to_html(text: str, rtl: bool | None = None) -> Html:
     """Render markup to Telegram HTML, escaping everything the author wrote.
 
     In a right-to-left language (by default: the current one) inline code and other
     left-to-right runs are isolated so that they keep their order.
     """
     rtl = is_rtl() if rtl is None else rtl
-    out = []
+    out: list[str] = []
     for kind, run in parse(text):
         if not rtl:
-            out.append(_TAGS[kind][0] + html.escape(run, quote=False) + _TAGS[kind][1])
+            out.append(_FORMATS[kind](run))
         elif kind == "code":
-            out.append(bidi.isolate(_TAGS[kind][0] + html.escape(run, quote=False) + _TAGS[kind][1]))
+            out.append(bidi.isolate(_FORMATS[kind](run)))
         else:
-            out.append(_TAGS[kind][0] + html.escape(bidi.isolate_runs(run), quote=False) + _TAGS[kind][1])
-    return "".join(out)
+            out.append(_FORMATS[kind](bidi.isolate_runs(run)))
+    # Isolates are invisible characters, not markup: the parts stay HTML when wrapped in them.
+    return Html("".join(out))
 
 
 def to_plain(text: str, rtl: bool | None = None) -> str:
@@ -80,8 +81,3 @@ def to_plain(text: str, rtl: bool | None = None) -> str:
 def plain(text: str) -> str:
     """Return plain text (a poll, a button) as shown in the current language: isolated if right to left."""
     return bidi.isolate_runs(text) if is_rtl() else text
-
-
-def code_block(code: str) -> str:
-    """Render a Python code block the way Telegram shows it with syntax highlighting."""
-    return '<pre><code class="language-python">' + html.escape(code, quote=False) + "</code></pre>"

@@ -1,4 +1,4 @@
-"""bot.loader.load: every content problem is reported as path:line: message, on the right line.
+"""bot.content.parsing.parse: every content problem is reported as path:line: message, on the right line.
 
 Each test copies the real lessons/ to tmp_path, breaks one thing in the text of a file, and
 checks the problem the loader reports. Lines are looked up in the file as written, so a test
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.course import Content
-from bot.loader import load
+from bot.content.model import Content
+from bot.content.parsing import parse
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = ROOT / "lessons"
@@ -52,7 +52,7 @@ def line_of(path: Path, needle: str, *, after: str | None = None) -> int:
 
 def problems(lessons_dir: Path) -> list[str]:
     """Return the problems the loader reports, as printed, in file and line order."""
-    _, found = load(lessons_dir)
+    _, found = parse(lessons_dir)
     return [str(p) for p in sorted(found, key=lambda p: (p.path, p.line, p.message))]
 
 
@@ -71,7 +71,7 @@ def grad(lessons_dir: Path) -> Path:
 
 
 def test_real_lessons_load_without_problems():
-    content, found = load(LESSONS)
+    content, found = parse(LESSONS)
     assert found == []
     assert isinstance(content, Content)
     course = content.english
@@ -85,7 +85,7 @@ def test_real_lessons_load_without_problems():
 
 
 def test_slides_and_questions_remember_their_file_and_line():
-    content, _ = load(LESSONS)
+    content, _ = parse(LESSONS)
     lesson = content.english.lesson("grad")
     path = grad(LESSONS)
     assert lesson.source.path == str(path)
@@ -95,7 +95,7 @@ def test_slides_and_questions_remember_their_file_and_line():
 
 
 def test_code_keeps_its_indentation_and_loses_the_trailing_newline():
-    content, _ = load(LESSONS)
+    content, _ = parse(LESSONS)
     slide = content.english.lesson("grad").slides[2]
     assert slide.id == "leaves-only"
     assert slide.code.endswith("print(log[0].category.__name__)  # -> UserWarning")
@@ -104,7 +104,7 @@ def test_code_keeps_its_indentation_and_loses_the_trailing_newline():
 
 def test_a_broken_file_leaves_no_content(lessons):
     edit(grad(lessons), "  - id: why-accumulate\n", "  - id: Why\n")
-    content, found = load(lessons)
+    content, found = parse(lessons)
     assert content is None
     assert found
 
@@ -327,7 +327,7 @@ def test_the_correct_option_index_is_the_marked_one(lessons):
     path = grad(lessons)
     edit(path, "      - text: tensor(12.)\n        correct: true\n", "      - text: tensor(12.)\n")
     edit(path, "      - text: None\n", "      - text: None\n        correct: true\n")
-    content, found = load(lessons)
+    content, found = parse(lessons)
     assert found == []
     question = content.english.lesson("grad").question("second-pass")
     assert question.options == ("tensor(12.)", "tensor(6.)", "tensor(0.)", "None")
@@ -338,7 +338,7 @@ def test_the_correct_option_index_is_the_marked_one(lessons):
 def test_numeric_looking_option_is_shown_as_written(lessons, written):
     path = grad(lessons)
     edit(path, "      - text: tensor(6.)\n", f"      - text: {written}\n")
-    content, found = load(lessons)
+    content, found = parse(lessons)
     assert found == []
     assert content.english.lesson("grad").question("second-pass").options[1] == written
 
@@ -446,7 +446,7 @@ def test_lesson_file_not_listed_in_course_is_reported(lessons):
 
 def test_missing_english_course_file_is_reported(lessons):
     (lessons / "en" / "course.yaml").unlink()
-    content, found = load(lessons)
+    content, found = parse(lessons)
     assert content is None
     assert [str(p) for p in found] == [
         f"{lessons / 'en' / 'course.yaml'}:1: missing: the English course file is required"
@@ -568,7 +568,7 @@ def test_language_folder_with_a_bad_name_is_reported(lessons):
 
 def test_translated_yes_and_no_options_are_shown_as_written(lessons):
     translate(lessons, TRANSLATION.replace("      - tensor(0.)\n      - None\n", "      - Yes\n      - No\n"))
-    content, found = load(lessons)
+    content, found = parse(lessons)
     assert found == []
     assert content.course("ru").lesson("grad").question("second-pass").options[2:] == ("Yes", "No")
 
@@ -587,13 +587,13 @@ def _fixture_lesson() -> dict:
 
 
 def test_partial_translation_loads_without_problems(partial):
-    content, found = load(partial)
+    content, found = parse(partial)
     assert found == []
     assert set(content.translations) == {"ru"}
 
 
 def test_partial_translation_shows_translated_slides_without_fallback(partial):
-    content, _ = load(partial)
+    content, _ = parse(partial)
     ru = content.course("ru").lesson("grad")
     translated = {s["id"]: s for s in _fixture_lesson()["slides"]}
     assert len(translated) == 6
@@ -605,7 +605,7 @@ def test_partial_translation_shows_translated_slides_without_fallback(partial):
 
 
 def test_partial_translation_shows_untranslated_slides_in_english_with_fallback(partial):
-    content, _ = load(partial)
+    content, _ = parse(partial)
     english = content.english.lesson("grad")
     ru = content.course("ru").lesson("grad")
     translated = {s["id"] for s in _fixture_lesson()["slides"]}
@@ -617,9 +617,9 @@ def test_partial_translation_shows_untranslated_slides_in_english_with_fallback(
 
 
 def test_partial_translation_keeps_english_ids_and_order(partial):
-    content, _ = load(partial)
+    content, _ = parse(partial)
     english, ru = content.english, content.course("ru")
-    assert [l.id for l in ru.lessons] == [l.id for l in english.lessons]
+    assert [lesson.id for lesson in ru.lessons] == [lesson.id for lesson in english.lessons]
     for en_lesson, ru_lesson in zip(english.lessons, ru.lessons, strict=False):
         assert [s.id for s in ru_lesson.slides] == [s.id for s in en_lesson.slides]
         assert [q.id for q in ru_lesson.quiz] == [q.id for q in en_lesson.quiz]
@@ -627,7 +627,7 @@ def test_partial_translation_keeps_english_ids_and_order(partial):
 
 
 def test_partial_translation_keeps_english_code_where_it_gives_none(partial):
-    content, _ = load(partial)
+    content, _ = parse(partial)
     english = content.english.lesson("grad")
     ru = content.course("ru").lesson("grad")
     assert ru.slides[0].id == "grad-attribute" and ru.slides[0].fallback is False
@@ -637,7 +637,7 @@ def test_partial_translation_keeps_english_code_where_it_gives_none(partial):
 
 
 def test_partial_translation_translates_one_question_and_falls_back_for_the_rest(partial):
-    content, _ = load(partial)
+    content, _ = parse(partial)
     english = content.english.lesson("grad")
     ru = content.course("ru").lesson("grad")
     source = _fixture_lesson()["quiz"][0]
@@ -652,7 +652,7 @@ def test_partial_translation_translates_one_question_and_falls_back_for_the_rest
 
 
 def test_partial_translation_uses_the_translated_titles_and_english_recap(partial):
-    content, _ = load(partial)
+    content, _ = parse(partial)
     ru = content.course("ru")
     lesson = ru.lesson("grad")
     assert ru.title == "Autograd в PyTorch"
@@ -663,7 +663,7 @@ def test_partial_translation_uses_the_translated_titles_and_english_recap(partia
 
 
 def test_partial_translation_leaves_other_lessons_all_english_with_fallback(partial):
-    content, _ = load(partial)
+    content, _ = parse(partial)
     ru = content.course("ru")
     for lesson in ru.lessons:
         if lesson.id == "grad":
@@ -681,7 +681,7 @@ def test_translated_question_takes_the_correct_index_from_english(lessons):
     edit(path, "      - text: tensor(12.)\n        correct: true\n", "      - text: tensor(12.)\n")
     edit(path, "      - text: tensor(0.)\n", "      - text: tensor(0.)\n        correct: true\n")
     translate(lessons)
-    content, found = load(lessons)
+    content, found = parse(lessons)
     assert found == []
     question = content.course("ru").lesson("grad").question("second-pass")
     assert question.fallback is False
@@ -690,15 +690,15 @@ def test_translated_question_takes_the_correct_index_from_english(lessons):
 
 
 def test_english_course_has_no_fallback(partial):
-    content, _ = load(partial)
+    content, _ = parse(partial)
     english = content.course("en")
     assert english is content.english
-    assert not any(s.fallback for l in english.lessons for s in l.slides)
-    assert not any(l.recap_fallback for l in english.lessons)
+    assert not any(s.fallback for lesson in english.lessons for s in lesson.slides)
+    assert not any(lesson.recap_fallback for lesson in english.lessons)
 
 
 def test_language_without_a_folder_is_all_english_with_fallback(partial):
-    content, _ = load(partial)
+    content, _ = parse(partial)
     es = content.course("es")
     assert es.language == "es"
     assert es.title == content.english.title
@@ -739,7 +739,7 @@ exercise:
 
 def test_a_translated_exercise_replaces_the_english_texts_and_keeps_its_checks(lessons):
     translate(lessons, TRANSLATION + EXERCISE)
-    content, found = load(lessons)
+    content, found = parse(lessons)
     assert found == []
     english = content.english.lesson("grad").exercise
     ru = content.course("ru").lesson("grad").exercise
@@ -747,7 +747,7 @@ def test_a_translated_exercise_replaces_the_english_texts_and_keeps_its_checks(l
     assert ru.title == "Обнули перед повторным использованием"
     assert ru.hints[2] == "Поставь `x.grad = None` в начало тела цикла."
     assert ru.starter.endswith("# должно быть [4.0, 4.0]")
-    assert [c.fail for c in ru.checks][0].startswith("`x.grad` равен {got}")
+    assert ru.checks[0].fail.startswith("`x.grad` равен {got}")
     assert [(c.id, c.expr, c.kind, c.expect) for c in ru.checks] == [
         (c.id, c.expr, c.kind, c.expect) for c in english.checks
     ]
@@ -756,7 +756,7 @@ def test_a_translated_exercise_replaces_the_english_texts_and_keeps_its_checks(l
 
 def test_a_lesson_without_a_translated_exercise_shows_the_english_one_marked(lessons):
     translate(lessons)
-    content, _ = load(lessons)
+    content, _ = parse(lessons)
     ru = content.course("ru").lesson("grad").exercise
     assert ru.fallback is True
     assert ru.title == content.english.lesson("grad").exercise.title
@@ -768,7 +768,7 @@ def test_translated_starter_code_may_change_only_its_comments(lessons):
     assert problems(lessons) == [
         f"{path}:{line}: exercise: 'starter' differs from the English code: translate only its comments"
     ]
-    assert load(lessons)[0].course("ru").lesson("grad").exercise.fallback is True
+    assert parse(lessons)[0].course("ru").lesson("grad").exercise.fallback is True
 
 
 def test_translated_exercise_must_give_every_check_a_message(lessons):
@@ -818,7 +818,7 @@ def _with_slide(code: str) -> str:
 
 def test_translated_slide_code_with_translated_comments_is_shown(lessons):
     translate(lessons, _with_slide(SLIDE_CODE))
-    content, found = load(lessons)
+    content, found = parse(lessons)
     assert found == []
     slide = next(s for s in content.course("ru").lesson("grad").slides if s.id == "gradients-add-up")
     assert "# между вызовами ничего не обнуляем" in slide.code
