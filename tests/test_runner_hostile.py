@@ -505,6 +505,36 @@ async def test_proc_shows_the_jobs_processes_and_nothing_of_the_host(env):
     assert lines[-1] == "no load"
 
 
+# --- CPU: accounted and bounded per job, whatever the number of its processes --------------------------
+
+
+async def test_a_job_of_many_processes_is_held_to_its_cpu_limit_and_reports_what_it_burned(env):
+    """RLIMIT_CPU is per process: three spinning children burned ~3x the limit and the job reported ~10 ms."""
+    r = await run(
+        env,
+        "import os\nfor _ in range(3):\n    if os.fork() == 0:\n        while True:\n            pass\n"
+        "os.wait()\nprint('a child ended')",
+        limits={"cpu_time_s": 2, "wall_time_s": 20},
+    )
+    assert r.status == "timeout", r
+    assert 1900 <= r.cpu_time_ms <= 2600, r
+    assert r.duration_ms < 15000, r
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="pinning two jobs apart needs two CPUs")
+async def test_two_concurrent_jobs_run_on_cpus_of_their_own(env):
+    code = (
+        "import os, time\nbefore = sorted(os.sched_getaffinity(0))\n"
+        "try:\n    os.sched_setaffinity(0, range(os.cpu_count()))\nexcept OSError:\n    pass\n"
+        "time.sleep(1)\nprint(before, sorted(os.sched_getaffinity(0)))"
+    )
+    a, b = await asyncio.gather(run(env, code), run(env, code))
+    assert a.status == "ok" and b.status == "ok", (a, b)
+    (a_before, a_after), (b_before, b_after) = (eval(r.stdout.replace("] [", "], [")) for r in (a, b))
+    assert a_before == a_after and b_before == b_after  # a job cannot widen its own CPUs
+    assert a_before and b_before and not set(a_before) & set(b_before), (a.stdout, b.stdout)
+
+
 # --- covert channels between concurrent jobs --------------------------------------------------------
 
 # A file every job can read: the interpreter's own os.py, bound read-only from the host.
