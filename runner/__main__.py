@@ -46,7 +46,7 @@ async def _serve(config: RunnerConfig, addresses: list[str], watch_stdin: bool) 
     except RunnerError as e:
         print(f"ERROR {type(e).__name__}: {e}", flush=True)
         return 2
-    await serve_forever(backend, addresses, watch_stdin=watch_stdin)
+    await serve_forever(backend, addresses, watch_stdin=watch_stdin, token=config.token)
     return 0
 
 
@@ -112,7 +112,9 @@ def _parser() -> argparse.ArgumentParser:
             sp.add_argument("files", nargs="+")
         else:
             sp.add_argument("--socket", metavar="PATH", help="Unix socket path to listen on")
-            sp.add_argument("--listen", metavar="URL", help="tcp://127.0.0.1:PORT (no authentication: keep it local)")
+            sp.add_argument(
+                "--listen", metavar="URL", help="tcp://HOST:PORT; every connection must present RUNNER_TOKEN"
+            )
             sp.add_argument(
                 "--watch-stdin", action="store_true", help="exit when stdin closes (used by the embedded client)"
             )
@@ -148,6 +150,12 @@ def main(argv: list[str] | None = None) -> int:
             addresses += [str(parse_address(args.listen, "--listen"))] if args.listen else []
             if not addresses:
                 raise InvalidRequest("give --socket PATH or --listen tcp://HOST:PORT")
+            if args.listen and config.token is None:
+                # Checked before torch is imported: any local user can reach a TCP port.
+                raise RunnerConfigError(
+                    "--listen needs RUNNER_TOKEN, the secret every TCP connection must present "
+                    "(e.g. RUNNER_TOKEN=$(openssl rand -hex 32)); or serve on a Unix socket with --socket PATH"
+                )
     except RunnerError as e:
         if args.cmd == "serve":
             print(f"ERROR {type(e).__name__}: {e}", flush=True)
