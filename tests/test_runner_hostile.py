@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
 import os
 import secrets
 import signal
 import socket
+import struct
 import sys
 import tempfile
 
@@ -22,7 +24,9 @@ import pytest
 import pytest_asyncio
 
 from runner import sandbox
+from runner.client import RunnerClient, Unauthorized
 from runner.grading import Check, ExerciseChecks
+from runner.service import Service
 from tests.runner_cases.helpers import repo_root, start_pool
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -640,6 +644,48 @@ async def test_a_flood_on_a_control_descriptor_ends_the_job_and_the_runner_reads
     assert r.status == "output_limit" and not r.passed, (name, r)
     # What the budgets allow (output, "done", report) and at most one chunk more per stream.
     assert read <= 64 * 1024 + 4096 + (1 << 20) + 4 * 65536, (name, read)
+
+
+# --- hostile callers: the runner's API, in front of the real pool ---------------------------------------
+
+
+async def test_hostile_callers_are_refused_cleanly_and_the_runner_keeps_serving(env, tmp_path):
+    token = secrets.token_hex(16)
+    svc = Service(env["pool"], token=token)
+    path = str(tmp_path / "runner.sock")
+    await svc.listen(f"unix://{path}")
+    await svc.listen("tcp://127.0.0.1:0")
+    tcp = next(a for a in svc.addresses() if a.startswith("tcp://"))
+
+    async def exchange(body: bytes) -> dict:
+        r, w = await asyncio.open_unix_connection(path)
+        try:
+            w.write(struct.pack(">I", len(body)) + body)
+            await w.drain()
+            header = await asyncio.wait_for(r.readexactly(4), 10)
+            return json.loads(await r.readexactly(struct.unpack(">I", header)[0]))
+        finally:
+            w.close()
+
+    try:
+        run_with = b'{"v": 1, "id": 1, "op": "run", "code": "print(1)", "limits": {"%s": %s}}'
+        for field, value, error in [
+            (b"tmpfs_bytes", b"NaN", "ProtocolError"),  # not JSON
+            (b"tmpfs_bytes", b"1e400", "InvalidRequest"),  # JSON, but infinite
+            (b"output_bytes", b"-Infinity", "ProtocolError"),
+            (b"output_bytes", b'"NaN"', "InvalidRequest"),
+            (b"cpu_time_s", b"[1]", "InvalidRequest"),
+        ]:
+            reply = await exchange(run_with % (field, value))
+            assert reply["ok"] is False and reply["error"]["type"] == error, (field, value, reply)
+        deep = b'{"v": 1, "id": 2, "op": "run", "code": "x", "checks": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"
+        assert (await exchange(deep))["error"]["type"] == "ProtocolError"
+        with pytest.raises(Unauthorized):
+            await RunnerClient.connect(tcp, token="not-the-token-0123456789")
+        async with RunnerClient.connect(tcp, token=token) as client:
+            assert (await client.run("print('still serving')")).stdout == "still serving\n"
+    finally:
+        await svc.close()
 
 
 async def test_files_do_not_persist_between_jobs(env):

@@ -1,5 +1,7 @@
 """What the isolation probe's findings say is broken (pure); the probes themselves run in test_runner_pool."""
 
+import errno
+
 from runner.self_check import probe_failures
 
 GOOD_FACTS = {
@@ -12,6 +14,8 @@ GOOD_FACTS = {
     "status": {"NoNewPrivs": "1", "Seccomp": "2", "CapEff": "0000000000000000", "CapBnd": "0000000000000000"},
     "pids": ["2"],
     "proc": ["self", "thread-self"],
+    "pts": ["ptmx"],
+    "personality": [-1, errno.ENOSYS],
     "env": [],
 }
 
@@ -26,6 +30,8 @@ def test_each_broken_isolation_fact_is_named_once():
         ("root", [".pyenv", ".ssh"], "/root"),
         ("pids", ["1", "2", "77"], "pid"),
         ("proc", ["cmdline", "self", "thread-self"], "/proc"),
+        ("pts", ["0", "ptmx"], "terminals"),
+        ("personality", [0, 0], "allow list"),
         ("env", ["TELEGRAM_BOT_TOKEN"], "environment"),
     ]:
         facts = {**GOOD_FACTS, key: bad}
