@@ -20,8 +20,9 @@ MiB = 1024 * KiB
 
 @dataclass(frozen=True)
 class Limits:
-    # CPU seconds the learner's process may burn (RLIMIT_CPU soft limit;
-    # the hard limit one second later is a SIGKILL).  Threads count together.
+    # CPU seconds the job may burn, all its processes and threads together:
+    # its cgroup's CPU time, watched by the runner.  RLIMIT_CPU backs it up
+    # per process (SIGXCPU, then SIGKILL one second later).
     cpu_time_s: float = 5.0
     # Wall-clock seconds from the start of the job until the runner kills it.
     wall_time_s: float = 10.0
