@@ -33,6 +33,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 PROVEN = {"pids": False}
 FAST = {"wall_time_s": 3, "cpu_time_s": 2}
+ROOMY = {"wall_time_s": 15}  # jobs that sleep to overlap with another: never cut short on a busy machine
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -366,7 +367,7 @@ CASES = [
         "import sys\nsys.setrecursionlimit(10**7)\ndef f(n):\n    return f(n + 1)\nf(0)",
         {"killed", "error", "memory_limit"},
         None,
-        {},
+        {"wall_time_s": 15},  # ~0.6 s of CPU filling 512 MiB of stack: room for a busy machine
     ),
     (
         "forged_protocol_frames",
@@ -532,7 +533,7 @@ async def test_two_concurrent_jobs_run_on_cpus_of_their_own(env):
         "try:\n    os.sched_setaffinity(0, range(os.cpu_count()))\nexcept OSError:\n    pass\n"
         "time.sleep(1)\nprint(before, sorted(os.sched_getaffinity(0)))"
     )
-    a, b = await asyncio.gather(run(env, code), run(env, code))
+    a, b = await asyncio.gather(*(run(env, c, ROOMY) for c in (code, code)))
     assert a.status == "ok" and b.status == "ok", (a, b)
     (a_before, a_after), (b_before, b_after) = (eval(r.stdout.replace("] [", "], [")) for r in (a, b))
     assert a_before == a_after and b_before == b_after  # a job cannot widen its own CPUs
@@ -565,7 +566,7 @@ async def test_two_concurrent_jobs_cannot_signal_through_locks_on_a_shared_file(
         "    print('getlk', 'BUSY' if struct.unpack('hhqqi', r)[0] != fcntl.F_UNLCK else 'free')\n"
         "except OSError as e:\n    print('getlk refused', e.errno)"
     )
-    a, b = await asyncio.gather(run(env, holder), run(env, probe))
+    a, b = await asyncio.gather(run(env, holder, ROOMY), run(env, probe, ROOMY))
     assert a.status == "ok" and b.status == "ok", (a, b)
     assert "LOCKED" not in a.stdout and a.stdout.count("refused") == 3, a
     assert "BUSY" not in b.stdout and b.stdout.count("refused") == 2, b
@@ -620,7 +621,7 @@ async def test_two_concurrent_jobs_cannot_talk_through_a_terminal(env):
         "            os.write(fd, b'hi from the other job\\n')\n            print('wrote', n)\n"
         "        except OSError as e:\n            print('refused', n, e.errno)"
     )
-    a, b = await asyncio.gather(run(env, holder), run(env, intruder))
+    a, b = await asyncio.gather(run(env, holder, ROOMY), run(env, intruder, ROOMY))
     assert a.status == "ok" and b.status == "ok", (a, b)
     assert a.stdout.splitlines()[-1] == "nothing", a
     assert "wrote" not in b.stdout and b.stdout.splitlines()[0] == "['ptmx']", b
