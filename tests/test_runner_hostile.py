@@ -573,25 +573,41 @@ async def test_two_concurrent_jobs_cannot_signal_through_locks_on_a_shared_file(
 
 
 async def test_a_job_cannot_watch_shared_files_for_other_jobs_or_the_host(env):
-    """inotify on the read-only binds showed which files other jobs and host processes open."""
+    """inotify on the read-only binds showed which files other jobs and host processes open.
+
+    One job tries every way to watch the interpreter's library directory and reads what it can for two
+    seconds, while a concurrent job opens files there.
+    """
     watcher = (
-        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-        "for name, call in (('inotify_init1', lambda: libc.inotify_init1(0)),\n"
+        "import ctypes, fcntl, os, select, time\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "lib = os.path.dirname(os.__file__)\nwatches = []\n"
+        "for name, call in (('inotify_init1', lambda: libc.inotify_init1(os.O_NONBLOCK)),\n"
         "                   ('inotify_init', lambda: libc.syscall(253)),\n"
         "                   ('fanotify_init', lambda: libc.syscall(300, 0, 0))):\n"
-        "    print(name, call(), ctypes.get_errno())\n"
-        "import fcntl\nd = os.open(os.path.dirname(os.__file__), os.O_RDONLY)\n"
+        "    fd = call()\n    print(name, fd, ctypes.get_errno())\n    if fd >= 0:\n"
+        "        libc.inotify_add_watch(fd, lib.encode(), 0x20 | 0x1)  # IN_OPEN | IN_ACCESS\n"
+        "        watches.append(fd)\n"
+        "d = os.open(lib, os.O_RDONLY)\n"
         "try:\n    fcntl.fcntl(d, fcntl.F_NOTIFY, fcntl.DN_ACCESS | fcntl.DN_MULTISHOT)\n"
-        "    print('dnotify WATCHING')\n"
-        "except OSError as e:\n    print('dnotify refused', e.errno)"
+        "    print('dnotify WATCHING')\nexcept OSError as e:\n    print('dnotify refused', e.errno)\n"
+        "seen = 0\nend = time.time() + 2\nwhile watches and time.time() < end:\n"
+        "    for fd in select.select(watches, [], [], 0.1)[0]:\n        seen += len(os.read(fd, 4096))\n"
+        "print('events', seen)"
     )
-    r = await run(env, watcher)
-    assert r.status == "ok", r
+    opener = (
+        "import os, time\nlib = os.path.dirname(os.__file__)\nnames = sorted(os.listdir(lib))[:50]\n"
+        "end = time.time() + 2.5\nwhile time.time() < end:\n    for n in names:\n        try:\n"
+        "            os.close(os.open(os.path.join(lib, n), os.O_RDONLY))\n        except OSError:\n"
+        "            pass\n    time.sleep(0.05)\nprint('opened')"
+    )
+    r, other = await asyncio.gather(run(env, watcher, ROOMY), run(env, opener, ROOMY))
+    assert r.status == "ok" and other.stdout == "opened\n", (r, other)
     assert r.stdout.splitlines() == [
         f"inotify_init1 -1 {errno.EPERM}",
         f"inotify_init -1 {errno.EPERM}",
         f"fanotify_init -1 {errno.EPERM}",
         f"dnotify refused {errno.EPERM}",
+        "events 0",
     ]
 
 
