@@ -337,7 +337,7 @@ class CgroupTree:
 
     @classmethod
     def create(cls, slots: int, layout: Layout | None = None, name: str | None = None) -> CgroupTree:
-        layout = layout or detect()
+        layout = _writable(layout or detect())
         tree = cls(layout, name or f"{TREE_PREFIX}{os.getpid()}")
         try:
             tree._cleanup_stale()
@@ -411,6 +411,14 @@ class CgroupTree:
             s.close()
         for d in self.dirs.values():
             _remove_tree(d)
+
+
+def _writable(layout: Layout) -> Layout:
+    """``layout`` without the optional v1 hierarchies the runner cannot write: jobs go without them (no
+    CPU quota, accounting from the job's own rusage, no pinning) rather than the runner without jobs."""
+    if layout.version != 1:
+        return layout
+    return Layout(1, {c: p for c, p in layout.own.items() if c in V1_REQUIRED or os.access(p, os.W_OK)})
 
 
 def _inherit_cpuset(dirs: dict[str, Path]) -> None:

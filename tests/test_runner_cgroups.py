@@ -258,3 +258,18 @@ def test_real_pinning_moves_a_jobs_processes_to_its_cpus():
         assert out.strip() == "[1]"
     finally:
         tree.destroy()
+
+
+def test_an_optional_v1_hierarchy_the_runner_cannot_write_is_left_out(tmp_path):
+    for c in ("pids", "memory", "cpu"):
+        (tmp_path / c).mkdir()
+    layout = cgroups.Layout(
+        1,
+        {
+            "pids": tmp_path / "pids",
+            "memory": tmp_path / "memory",
+            "cpu": tmp_path / "cpu",
+            "cpuset": tmp_path / "no-such-cpuset",  # e.g. mounted read-only: not ours to write
+        },
+    )
+    assert cgroups._writable(layout).controllers == ("pids", "memory", "cpu")
