@@ -80,6 +80,9 @@ class Request:
             raise InvalidRequest("checks must be an ExerciseChecks")
         if seed is None:
             seed = checks.seed if checks is not None and checks.seed is not None else secrets.randbits(63)
+        # Python's, torch's and numpy's generators all take it (torch's refuses 2**64 and beyond).
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+            raise InvalidRequest(f"seed must be a whole number from 0 to 2**63 - 1, got {seed!r}")
         return cls(code, lim, checks, seed)
 
 

@@ -37,6 +37,12 @@ def test_a_jobs_end_gets_one_status_and_a_limit_wins_over_what_it_caused(end, st
     assert classify(end, LIMITS) == status
 
 
+@pytest.mark.parametrize("seed", [-1, 2**63, 10**100, True, 1.5, "7"])
+def test_a_seed_must_be_a_whole_number_the_generators_take(seed):
+    with pytest.raises(InvalidRequest, match="seed"):
+        Request.of("x", None, None, seed, LIMITS)
+
+
 def test_a_request_is_checked_before_it_runs():
     with pytest.raises(InvalidRequest, match="string"):
         Request.of(b"print(1)", None, None, None, LIMITS)
