@@ -91,7 +91,8 @@ MAXIMUM = Limits(
     wall_time_s=120.0,
     memory_bytes=4096 * MiB,
     max_processes=256,
-    output_bytes=4 * MiB,
+    output_bytes=1
+    * MiB,  # a result at this ceiling still fits in one protocol frame (6 bytes of JSON per byte at worst)
     file_size_bytes=256 * MiB,
     tmpfs_bytes=512 * MiB,
     open_files=4096,
