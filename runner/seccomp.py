@@ -20,7 +20,7 @@ with ``sync``, the covert channels of inotify, fanotify and file locks on shared
 tells the host's load and memory).  A few are decided by their arguments:
 
 * ``socket``/``socketpair``: AF_UNIX only (EAFNOSUPPORT otherwise; the job has no network anyway);
-* ``ioctl``: never TIOCSTI or TIOCLINUX (terminal injection);
+* ``ioctl``: never TIOCSTI or TIOCLINUX (terminal injection) nor TIOCSETD (line disciplines);
 * ``fcntl``: only the commands in ``FCNTL_ALLOW`` (no record locks, leases or directory notifications);
 * ``clone``: no namespace flags in jobs; ``clone3`` is ENOSYS (its flags live in memory a filter cannot
   read), which makes glibc use ``clone``.
@@ -74,6 +74,8 @@ X32_SYSCALL_BIT = 0x40000000
 AF_UNIX = 1
 TIOCSTI = 0x5412  # inject bytes into a terminal's input
 TIOCLINUX = 0x541C
+TIOCSETD = 0x5423  # attach a line discipline to a terminal: old kernel attack surface, nothing a lesson needs
+IOCTL_DENY = (TIOCSTI, TIOCLINUX, TIOCSETD)
 CLONE_NS_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x00000080
 
 # fcntl commands anyone may use (include/uapi/asm-generic/fcntl.h, linux/fcntl.h): descriptor flags,
@@ -400,12 +402,14 @@ def build(arch: str | None = None, *, job: bool) -> list[tuple[int, int, int, in
     a.jeq(AF_UNIX, 0, 1)
     a.ret(SECCOMP_RET_ALLOW)
     a.ret(SECCOMP_RET_ERRNO | E.EAFNOSUPPORT)
-    a.jeq(nr["ioctl"], 0, 5)
+    a.jeq(nr["ioctl"], 0, "not_ioctl")
     a.ld(off_arg_lo(1))  # request: the kernel only looks at 32 bits
-    a.jeq(TIOCSTI, 1, 0)
-    a.jeq(TIOCLINUX, 0, 1)
-    a.ret(SECCOMP_RET_ERRNO | E.EPERM)
+    for request in IOCTL_DENY:
+        a.jeq(request, "ioctl_denied", 0)
     a.ret(SECCOMP_RET_ALLOW)
+    a.label("ioctl_denied")
+    a.ret(SECCOMP_RET_ERRNO | E.EPERM)
+    a.label("not_ioctl")
     a.jeq(nr["fcntl"], 0, "not_fcntl")
     a.ld(off_arg_lo(1))  # cmd: an unsigned int
     for cmd in FCNTL_ALLOW:

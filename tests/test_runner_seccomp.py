@@ -180,8 +180,9 @@ def test_clone_namespaces(job, zyg):
     assert ev(job, "clone3") == S.SECCOMP_RET_ERRNO | errno.ENOSYS
 
 
-def test_tiocsti(job):
-    assert ev(job, "ioctl", 0, S.TIOCSTI) == S.SECCOMP_RET_ERRNO | errno.EPERM
+def test_terminal_injection_and_line_disciplines_are_refused(job):
+    for request in (S.TIOCSTI, S.TIOCLINUX, S.TIOCSETD):
+        assert ev(job, "ioctl", 0, request) == S.SECCOMP_RET_ERRNO | errno.EPERM
     assert ev(job, "ioctl", 0, 0x5401) == ALLOW  # TCGETS
 
 
