@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import signal
 import time
 from dataclasses import dataclass, field
@@ -352,15 +353,16 @@ class CgroupTree:
         return tree
 
     def _cleanup_stale(self) -> None:
-        # Trees left by runners that died (their pid is the suffix).
+        # Trees left by runners that died: the name carries the owner's pid (coursebot-runner.PID, or
+        # PID-TAG for a second tree of one process), and a live owner's tree is never touched.
         for parent in self.layout.own.values():
             if not parent.is_dir():
                 continue
             for d in parent.iterdir():
                 if not d.name.startswith(TREE_PREFIX) or d.name == self.name:
                     continue
-                suffix = d.name[len(TREE_PREFIX) :]
-                if suffix.isdigit() and _pid_alive(int(suffix)):
+                owner = re.match(r"\d+", d.name[len(TREE_PREFIX) :])
+                if owner and _pid_alive(int(owner.group())):
                     continue
                 _remove_tree(d)
 

@@ -273,3 +273,16 @@ def test_an_optional_v1_hierarchy_the_runner_cannot_write_is_left_out(tmp_path):
         },
     )
     assert cgroups._writable(layout).controllers == ("pids", "memory", "cpu")
+
+
+def test_a_tree_whose_owner_lives_is_never_cleaned_up_as_stale(tmp_path):
+    """Another process's tree (coursebot-runner.PID or PID-TAG) stays while PID lives; a dead owner's goes."""
+    own = tmp_path / "pids"
+    own.mkdir()
+    alive = own / f"{cgroups.TREE_PREFIX}{os.getppid()}-t"
+    dead = own / f"{cgroups.TREE_PREFIX}{2**22 + 12345}"  # above any pid_max: never a live pid
+    nameless = own / f"{cgroups.TREE_PREFIX}x"
+    for d in (alive, dead, nameless):
+        d.mkdir()
+    cgroups.CgroupTree(cgroups.Layout(1, {"pids": own}), f"{cgroups.TREE_PREFIX}{os.getpid()}")._cleanup_stale()
+    assert alive.is_dir() and not dead.exists() and not nameless.exists()
