@@ -101,7 +101,9 @@ def test_parse_helpers():
 def _real_tree():
     try:
         layout = cgroups.detect()
-        return cgroups.CgroupTree.create(1, layout, name=f"{cgroups.TREE_PREFIX}{os.getpid()}-t")
+        # Named as a runner of this process would be (no pool runs here now): a runner starting elsewhere
+        # on this host sees a live owner and leaves it alone.
+        return cgroups.CgroupTree.create(1, layout, name=f"{cgroups.TREE_PREFIX}{os.getpid()}")
     except SandboxUnavailable as e:
         pytest.skip(f"no writable cgroups here: {e}")
 
