@@ -299,7 +299,8 @@ async def connect_runner(config: Config) -> AsyncIterator[SnippetRunner | None]:
         async with RunnerClient.embedded(config.runner_config) as client:
             yield client
     else:
-        async with RunnerClient.connect(config.runner) as client:
+        # A tcp:// runner wants its token (RUNNER_TOKEN, read with the runner's other settings).
+        async with RunnerClient.connect(config.runner, token=config.runner_config.token) as client:
             yield client
 
 

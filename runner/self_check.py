@@ -2,13 +2,16 @@
 
 The pool runs these through its own sandbox before it serves anyone (``prove_isolation``), and refuses
 to start, saying how to fix the host, if a probe job could reach the network, the host's loopback or
-Unix sockets, a file planted on the host, /root, capabilities, or the host's pid namespace, or if the
-pids limit does not bind.  The fork test is BOUNDED (40 tries against a limit of 8), never a real bomb.
+Unix sockets, a file planted on the host, /root, capabilities, the host's pid namespace, more of /proc
+than its own processes or another job's terminals, if its seccomp filter is not the allow list, or if the
+pids limit does not bind.  The fork test is BOUNDED (40 tries against
+a limit of 8), never a real bomb.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import secrets
 import socket
@@ -123,8 +126,19 @@ def probe_failures(facts: dict[str, Any], allowed_root: set[str]) -> list[str]:
         failures.append("no_new_privs or seccomp is not in force for jobs")
     if int(st.get("CapEff", "1"), 16) != 0 or int(st.get("CapBnd", "1"), 16) != 0:
         failures.append("a job still holds capabilities")
-    if facts.get("pids") != ["1", "2"]:
+    # Its init (pid 1) is not dumpable, so hidepid keeps it out of the listing: the job sees itself only.
+    if facts.get("pids") != ["2"]:
         failures.append(f"a job's pid namespace is not its own: {facts.get('pids')}")
+    if facts.get("proc") != ["self", "thread-self"]:
+        failures.append(
+            f"a job's /proc shows more than its processes: {facts.get('proc')} (needs Linux 5.8+: subset=pid)"
+        )
+    if facts.get("pts") != ["ptmx"]:
+        failures.append(f"a job's terminals are not its own: /dev/pts has {facts.get('pts')}")
+    if facts.get("personality") != [-1, errno.ENOSYS]:
+        failures.append(
+            f"the job's seccomp filter is not an allow list (personality() gave {facts.get('personality')})"
+        )
     if facts.get("env"):
         failures.append(f"the job's environment leaks: {facts['env']}")
     return failures
@@ -152,6 +166,11 @@ facts["root"] = sorted(os.listdir("/root")) if os.path.isdir("/root") else []
 facts["status"] = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
 facts["status"] = {{k: facts["status"][k].strip() for k in ("Uid", "NoNewPrivs", "Seccomp", "CapEff", "CapBnd")}}
 facts["pids"] = sorted(p for p in os.listdir("/proc") if p.isdigit())
+facts["proc"] = sorted(p for p in os.listdir("/proc") if not p.isdigit())
+facts["pts"] = sorted(os.listdir("/dev/pts"))
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+facts["personality"] = [libc.personality(0xFFFFFFFF), ctypes.get_errno()]  # a query; not on the allow list
 facts["env"] = sorted(k for k in os.environ if "TOKEN" in k or "SECRET" in k or "PASSWORD" in k)
 print(json.dumps(facts))
 """

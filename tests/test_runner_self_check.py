@@ -1,5 +1,6 @@
 """What the isolation probe's findings say is broken (pure); the probes themselves run in test_runner_pool."""
 
+import errno
 from pathlib import Path
 
 from runner.self_check import probe_failures
@@ -12,7 +13,10 @@ GOOD_FACTS = {
     "planted": False,
     "root": [".pyenv"],
     "status": {"NoNewPrivs": "1", "Seccomp": "2", "CapEff": "0000000000000000", "CapBnd": "0000000000000000"},
-    "pids": ["1", "2"],
+    "pids": ["2"],
+    "proc": ["self", "thread-self"],
+    "pts": ["ptmx"],
+    "personality": [-1, errno.ENOSYS],
     "env": [],
 }
 
@@ -26,6 +30,9 @@ def test_each_broken_isolation_fact_is_named_once():
         ("planted", True, "planted"),
         ("root", [".pyenv", ".ssh"], "/root"),
         ("pids", ["1", "2", "77"], "pid"),
+        ("proc", ["cmdline", "self", "thread-self"], "/proc"),
+        ("pts", ["0", "ptmx"], "terminals"),
+        ("personality", [0, 0], "allow list"),
         ("env", ["TELEGRAM_BOT_TOKEN"], "environment"),
     ]:
         facts = {**GOOD_FACTS, key: bad}
