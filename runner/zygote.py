@@ -378,6 +378,18 @@ def _warm_up() -> str:
     import torch.nn.functional
     import torch.optim
 
+    # An optimizer's first construction imports torch._dynamo (~800 modules, 4-5 s of CPU): lessons build
+    # one in most training loops, so pay it here.  No step and no backward: no thread starts.  The import
+    # wants a cache directory, and the zygote's files are read-only (jobs get a fresh /tmp): it is told to
+    # use /tmp, which exists, so nothing is created.
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = "/tmp"
+    try:
+        optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+        optimizer.zero_grad()
+        del optimizer
+    finally:
+        del os.environ["TORCHINDUCTOR_CACHE_DIR"]
+
     _torch = torch
     # Seeding imports torch's per-device seeding helpers the first time:
     # pay that here, not in every job.
