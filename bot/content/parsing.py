@@ -143,7 +143,7 @@ def _read_exercise(file: ContentFile, node: LinedMap) -> Exercise | None:
             file.problem(item.key_lines["expect"], f"{check_where}: a 'true' check takes no 'expect'")
             continue
         expect = plain(fields.get("expect"))
-        if "expect" in fields and expect is None:
+        if "expect" in item and item["expect"] is None:
             file.problem(
                 item.key_lines["expect"], f"{check_where}: 'expect' is empty; leave it out to compare with the solution"
             )
@@ -152,7 +152,9 @@ def _read_exercise(file: ContentFile, node: LinedMap) -> Exercise | None:
             # The runner's own reading of the expression: what lint accepts is what extraction can evaluate.
             Check(check_id, fields["expr"], fields["kind"], expect=expect)
         except InvalidRequest as exc:
-            file.problem(item.key_lines["expr"], f"{check_where}: 'expr' {exc}".replace(f"check {check_id!r}: ", ""))
+            file.problem(
+                item.key_lines["expr"], f"{check_where}: 'expr' {str(exc).removeprefix(f'check {check_id!r}: ')}"
+            )
             continue
         file.check_lesson_text(item, "fail", check_where)
         check = ExerciseCheck(check_id, fields["expr"], fields["kind"], expect, fields["fail"])
