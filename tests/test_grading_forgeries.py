@@ -265,3 +265,64 @@ async def test_a_value_that_used_to_crash_the_verdict_is_a_failed_attempt_told_i
     lines = feedback.check_feedback(exercise, result)
     assert lines and all(len(line) <= 600 for line in lines), lines
     assert all("\n" not in line for line in lines)
+
+
+# --- the nonce itself is nowhere the learner's code can look --------------------------------------------------
+
+LOOK_EVERYWHERE = """
+import gc, sys
+seen = set()
+def visit(x, depth=0):
+    try:
+        look(x, depth)
+    except Exception:
+        pass
+def look(x, depth):
+    if depth > 6 or id(x) in seen:
+        return
+    seen.add(id(x))
+    if isinstance(x, (str, bytes)):
+        print(x if isinstance(x, str) else x.decode("latin-1"))
+    elif isinstance(x, dict):
+        for k, v in list(x.items()):
+            visit(k, depth + 1)
+            visit(v, depth + 1)
+    elif isinstance(x, (list, tuple, set, frozenset)):
+        for v in list(x):
+            visit(v, depth + 1)
+    elif isinstance(x, type(sys)):
+        visit(vars(x), depth + 1)
+    elif callable(x) and hasattr(x, "__code__"):
+        visit(x.__defaults__, depth + 1)
+        visit([c.cell_contents for c in (x.__closure__ or ()) if c.cell_contents is not c], depth + 1)
+        visit(x.__code__.co_consts, depth + 1)
+frame = sys._getframe()
+while frame is not None:
+    visit(frame.f_locals)
+    visit(frame.f_globals)
+    frame = frame.f_back
+for o in gc.get_objects():
+    if isinstance(o, (dict, list, tuple)):
+        visit(o)
+visit(dict(sys.modules))
+x = 1
+"""
+
+
+async def test_the_nonce_is_in_no_frame_and_no_object_while_the_learners_code_runs(monkeypatch):
+    from runner import grading
+    from runner.grading import Check, ExerciseChecks
+    from tests.runner_cases.helpers import start_pool
+
+    nonce = "0123456789abcdef" * 2
+    monkeypatch.setattr(grading, "new_nonce", lambda: nonce)
+    pool = await start_pool(pool_size=1, queue=2)
+    try:
+        result = await pool.run(
+            LOOK_EVERYWHERE, checks=ExerciseChecks((Check("x", "x", expect=1),)), limits={"output_bytes": 8 << 20}
+        )
+    finally:
+        await pool.close()
+    assert result.status == "ok" and result.passed, result.stderr[-2000:]  # the nonce was there to be found, later
+    assert len(result.stdout) > 100_000  # it looked through a lot
+    assert nonce not in result.stdout
