@@ -41,7 +41,7 @@ def output_block(result: RunResult, room: int = OUTPUT_MAX) -> Html:
         text += ("\n" if text and not text.endswith("\n") else "") + result.stderr
     text = text.rstrip("\n")
     cut = len(text) > room or result.truncated
-    parts = [pre(text[:room]) if text[:room] else italic(_("(no output)"))]
+    parts = [pre(text[:room])] if text[:room] else ([] if text else [italic(_("(no output)"))])
     if cut:
         parts.append(italic(_("The output was long, so it is cut here.")))
     return Html("\n".join(parts))

@@ -114,6 +114,8 @@ def test_long_output_is_cut_with_a_note_and_html_is_escaped():
     assert len(block) < 3200
     assert "no output" in feedback.output_block(_result())
     assert "cut" in feedback.output_block(_result(stdout="abc"), room=2)
+    squeezed = feedback.output_block(_result(stdout="abc"), room=0)
+    assert "cut" in squeezed and "no output" not in squeezed
 
 
 def test_each_limit_gets_its_own_plain_message():
