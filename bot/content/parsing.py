@@ -158,7 +158,8 @@ def _read_exercise(file: ContentFile, node: LinedMap) -> Exercise | None:
             continue
         file.check_lesson_text(item, "fail", check_where)
         check = ExerciseCheck(check_id, fields["expr"], fields["kind"], expect, fields["fail"])
-        if (problem := _placeholder_problem(check.fail, _placeholders(check))) is not None:
+        why_not = ": a 'true' check's value is only False"
+        if (problem := _placeholder_problem(check.fail, _placeholders(check), why_not=why_not)) is not None:
             file.problem(item.key_lines["fail"], f"{check_where}: 'fail' {problem}")
             continue
         checks.append(check)
@@ -180,16 +181,19 @@ def _placeholders(check: ExerciseCheck) -> tuple[str, ...]:
     return () if check.kind == "true" else FAIL_PLACEHOLDERS
 
 
-def _placeholder_problem(fail: str, allowed: tuple[str, ...], required: tuple[str, ...] = ()) -> str | None:
+def _placeholder_problem(
+    fail: str, allowed: tuple[str, ...], required: tuple[str, ...] = (), why_not: str = ""
+) -> str | None:
     """Say what is wrong with the braces of a fail message, or return None.
 
-    Each placeholder in ``allowed`` may appear once (``required`` ones must), and no other brace.
+    Each placeholder in ``allowed`` may appear once (``required`` ones must), and no other brace;
+    ``why_not`` says why one that is not allowed is not.
     """
     rest = fail
     for placeholder in FAIL_PLACEHOLDERS:
         count = fail.count(placeholder)
         if count and placeholder not in allowed:
-            return f"may not use {placeholder}" + (": a 'true' check's value is only False" if not allowed else "")
+            return f"may not use {placeholder}{why_not}"
         if count > 1:
             return f"uses {placeholder} more than once"
         if placeholder in required and not count:
@@ -440,8 +444,9 @@ def _read_exercise_translation(file: ContentFile, node: LinedMap, english: Exerc
         file.check_lesson_text(item, "fail", check_where)
         # A translation uses exactly the placeholders its English uses.
         used = tuple(p for p in FAIL_PLACEHOLDERS if p in by_id[check_id].fail)
-        if (problem := _placeholder_problem(fields["fail"], used, required=used)) is not None:
-            file.problem(item.key_lines["fail"], f"{check_where}: 'fail' {problem.replace(': a ', ' (a ', 1)}")
+        problem = _placeholder_problem(fields["fail"], used, required=used, why_not=": the English does not")
+        if problem is not None:
+            file.problem(item.key_lines["fail"], f"{check_where}: 'fail' {problem}")
             continue
         fails[check_id] = fields["fail"]
     if hints is None or len(fails) != len(english.checks) or (starter is None and "starter" in values):
