@@ -270,8 +270,11 @@ async def test_a_value_that_used_to_crash_the_verdict_is_a_failed_attempt_told_i
 # --- the nonce itself is nowhere the learner's code can look --------------------------------------------------
 
 LOOK_EVERYWHERE = """
-import gc, sys
+import gc, re, sys
 seen = set()
+strings = [0]
+# A nonce is 32 hex digits; printing only strings that hold such a run keeps the output under the runner's ceiling.
+hexrun = re.compile("[0-9a-f]{32}")
 def visit(x, depth=0):
     try:
         look(x, depth)
@@ -282,7 +285,10 @@ def look(x, depth):
         return
     seen.add(id(x))
     if isinstance(x, (str, bytes)):
-        print(x if isinstance(x, str) else x.decode("latin-1"))
+        text = x if isinstance(x, str) else x.decode("latin-1")
+        strings[0] += 1
+        if hexrun.search(text):
+            print(text[:300])
     elif isinstance(x, dict):
         for k, v in list(x.items()):
             visit(k, depth + 1)
@@ -305,6 +311,7 @@ for o in gc.get_objects():
     if isinstance(o, (dict, list, tuple)):
         visit(o)
 visit(dict(sys.modules))
+print("strings looked at:", strings[0])
 x = 1
 """
 
@@ -319,10 +326,11 @@ async def test_the_nonce_is_in_no_frame_and_no_object_while_the_learners_code_ru
     pool = await start_pool(pool_size=1, queue=2)
     try:
         result = await pool.run(
-            LOOK_EVERYWHERE, checks=ExerciseChecks((Check("x", "x", expect=1),)), limits={"output_bytes": 8 << 20}
+            LOOK_EVERYWHERE, checks=ExerciseChecks((Check("x", "x", expect=1),)), limits={"output_bytes": 1 << 20}
         )
     finally:
         await pool.close()
     assert result.status == "ok" and result.passed, result.stderr[-2000:]  # the nonce was there to be found, later
-    assert len(result.stdout) > 100_000  # it looked through a lot
+    looked = int(re.search(r"strings looked at: (\d+)", result.stdout).group(1))
+    assert looked > 10_000  # it looked through a lot
     assert nonce not in result.stdout
