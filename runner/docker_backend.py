@@ -35,6 +35,7 @@ import math
 import signal
 import socket
 import struct
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -243,6 +244,21 @@ def read_frames(
                 return ended(overflow=True)
 
 
+def _kill(cont: Any) -> None:
+    with contextlib.suppress(Exception):  # it may have ended meanwhile
+        cont.kill()
+
+
+def drain(connection: socket.socket, within_s: float) -> None:
+    """Read and discard what a killed container still sends, until its stream ends (at most ``within_s``)."""
+    deadline = time.monotonic() + within_s
+    with contextlib.suppress(OSError):
+        while (left := deadline - time.monotonic()) > 0:
+            connection.settimeout(left)
+            if not connection.recv(1 << 16):
+                return
+
+
 def job_end(exit_code: int | None, oom_killed: bool, timed_out: bool, truncated: bool, stderr: str) -> JobEnd:
     """How a container's job ended, from what Docker reports (a signal N shows as exit code 128 + N).  Pure."""
     code: int | None
@@ -336,12 +352,16 @@ class DockerBackend:
                 out, err, timed_out, overflow, began = read_frames(
                     connection, time.monotonic(), lim.wall_time_s, budget
                 )
+                duration = (time.monotonic() - began) * 1000
+                if timed_out or overflow:
+                    # Killed while its attach stream is drained: the engine's kill waits until the output it
+                    # holds is copied, so a flood nobody reads any more kept the kill hanging for minutes.
+                    killer = threading.Thread(target=_kill, args=(cont,), daemon=True)
+                    killer.start()
+                    drain(connection, SETTLE_S)
+                    killer.join(SETTLE_S)
             finally:
                 connection.close()
-            duration = (time.monotonic() - began) * 1000
-            if timed_out or overflow:
-                with contextlib.suppress(Exception):  # it may have ended meanwhile
-                    cont.kill()
             try:
                 # A job may close its output and go on running: it still has the rest of its wall time.
                 state = cont.wait(timeout=max(0.0, began + lim.wall_time_s - time.monotonic()) + SETTLE_S)
