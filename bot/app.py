@@ -14,6 +14,7 @@ from telegram import BotCommand, Update
 from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import Application, ApplicationBuilder, BaseHandler, ContextTypes
 
+from bot import events
 from bot.commands import COMMANDS
 from bot.config import Config
 from bot.content.load import load_valid
@@ -119,6 +120,7 @@ class CourseBot:
         self.content = content or load_valid(config.lessons_dir, self.i18n)
         self.db: Database | None = None
         self.app: CourseApplication | None = None
+        self._purge: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> CourseBot:
         self._stack = contextlib.AsyncExitStack()
@@ -128,8 +130,10 @@ class CourseBot:
         except BaseException:
             await self._stack.aclose()
             raise
-        self.db = await Database.open(self.config.db_path)
+        self.db = await Database.open(self.config.db_path, events_days=self.config.events_days)
         try:
+            # Before any learner is served: places on slides the lessons no longer have move on.
+            await self.db.adopt_course(self.content.english)
             services = Services(self.config, self.content, self.i18n, self.db, runner)
             self.app = build_application(self.config, services)
             await self.app.initialize()
@@ -151,6 +155,7 @@ class CourseBot:
             await self.db.close()
             await self._stack.aclose()
             raise
+        self._purge = asyncio.create_task(events.purge_daily(self.db), name="learning events purge")
         log.info("coursebot is polling as @%s", self.app.bot.username)
         return self
 
@@ -158,6 +163,10 @@ class CourseBot:
         app, db = self.app, self.db
         if app is None or db is None:
             return
+        if self._purge is not None:
+            self._purge.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._purge
         try:
             if app.updater is not None and app.updater.running:
                 await app.updater.stop()

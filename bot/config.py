@@ -34,6 +34,8 @@ class Config:
     # Updates processed at once; updates of one learner are always handled in order.
     concurrent_updates: int = 256
     log_level: str = "INFO"
+    # Days learning events are kept for `coursebot stats`; 0 records none. Purged at start and daily.
+    events_days: int = 365
     # "embedded" starts the runner beside the bot; "off" disables running code; else the address of a
     # runner elsewhere, as runner.client.parse_address reads it: unix:///path/to/socket or tcp://host:port.
     runner: str = "embedded"
@@ -79,6 +81,7 @@ class Config:
         _set(values, "messages_per_second", _number(env, "COURSEBOT_MESSAGES_PER_SECOND", float, 0.1))
         _set(values, "max_retries", _number(env, "COURSEBOT_MAX_RETRIES", int, 0))
         _set(values, "concurrent_updates", _number(env, "COURSEBOT_CONCURRENT_UPDATES", int, 1))
+        _set(values, "events_days", _number(env, "COURSEBOT_EVENTS_DAYS", int, 0))
         _set(values, "log_level", _log_level(env))
         _set(values, "runner", _runner(env))
         try:
