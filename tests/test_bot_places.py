@@ -1,5 +1,6 @@
 """Places survive content changes: a learner mid-lesson, then an author's edit of the lesson files, then a
-restart; the learner is on the slide they were on, and a button on an old message lands on the slide it named.
+restart or a reload; the learner is on the slide they were on, and a button on an old message lands on the slide it
+named.
 
 Each test runs the real bot against the stand-in on a copy of the English lessons, edits the copy between
 two runs of the bot (the stand-in, and so the learner's chat, lives on across both), and checks where the
@@ -8,6 +9,7 @@ learner is, as they see it and as the database has it.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +19,7 @@ import pytest
 import yaml
 
 from bot.content.load import load_valid
+from bot.errors import StorageError
 from tests.conftest import LESSONS, LOCALES, running, with_lessons
 from tests.journey import answer_quiz, button_texts, position, read_slides, send_and_wait, tap_and_wait_edit
 
@@ -220,3 +223,51 @@ async def tap_and_wait_edit_poll(learner, last_slide: dict) -> dict:
     since = learner.cursor()
     await learner.tap(last_slide, "Quick Check")
     return await learner.wait_message(lambda m: "poll" in m, since=since)
+
+
+# The same, with the bot reloading its lessons while it runs (no restart).
+
+
+async def test_a_reload_moves_a_learner_off_a_removed_slide_and_shows_them_where_they_are(config, standin, lessons):
+    config = with_lessons(config, lessons)
+    ada = standin.learner(user_id=8108)
+    async with running(config) as bot:
+        before = await _on_slide(ada, 5)  # leaf-tensors
+        reading = await tap_and_wait_edit(ada, before, "Next")  # untracked-are-leaves, in the same message
+
+        def change(data: dict[str, Any]) -> None:
+            data["slides"] = [s for s in data["slides"] if s["id"] != "untracked-are-leaves"]
+            data["slides"].insert(0, NEW_SLIDE)
+
+        edit(lessons, "01-requires-grad", change)
+        refreshed = asyncio.ensure_future(ada.wait_edit(reading["message_id"]))
+        outcome = await bot.reload()
+        assert outcome.accepted
+        # Reading it when it went: the message turns to the next slide that remains, at its new position.
+        shown = await refreshed
+        assert title_of(FIRST.id, "graph-of-nodes") in shown["text"]
+        assert position(shown) == (7, 13)
+        await standin.settle()
+        progress = (await bot.db.progress(8108))[FIRST.id]
+        assert (progress.slide_id, progress.furthest_slide_id) == ("graph-of-nodes", "leaf-tensors")
+        nxt = await tap_and_wait_edit(ada, shown, "Next")
+        assert title_of(FIRST.id, "dynamic-graph") in nxt["text"]
+    assert standin.errors() == []
+
+
+async def test_a_reload_the_database_cannot_follow_is_refused_and_the_lessons_in_use_stay(
+    config, standin, lessons, monkeypatch
+):
+    config = with_lessons(config, lessons)
+    async with running(config) as bot:
+        serving = bot.library.current
+
+        async def fails(course: object) -> None:
+            raise StorageError("the database is locked")
+
+        monkeypatch.setattr(bot.db, "adopt_course", fails)
+        edit(lessons, "01-requires-grad", lambda d: d["slides"].insert(0, NEW_SLIDE))
+        outcome = await bot.reload()
+        assert not outcome.accepted
+        assert "progress database: the database is locked" in outcome.lines()[0]
+        assert bot.library.current is serving
