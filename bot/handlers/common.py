@@ -15,8 +15,9 @@ from bot.callbacks import CallbackData, CallbackDataError
 from bot.context import CourseContext, stored_learner
 from bot.i18n import _, current_language
 from bot.learner import EventKind
+from bot.localapi import ApiError
+from bot.localapi.text import format_text
 from bot.render import Screen
-from bot.safehtml import telegram_view
 
 log = logging.getLogger(__name__)
 
@@ -158,12 +159,17 @@ async def show_in_tapped(update: Update, context: CourseContext, screen: Screen)
 
 
 def shows(message: Message, screen: Screen) -> bool:
-    """Return whether ``message``, as Telegram last showed it, already shows ``screen``: text, entities, buttons."""
-    view = telegram_view(screen.text)
-    if view is None or message.text is None:
+    """Return whether ``message``, as Telegram last showed it, already shows ``screen``: text, entities, buttons.
+
+    The screen's HTML is read as Telegram reads it, by the built-in Bot API server's own parser.
+    """
+    if message.text is None:
         return False
-    text, entities = view
-    shown = tuple((str(e.type), e.offset, e.length, e.language if e.type == "pre" else None) for e in message.entities)
+    try:
+        text, entities = format_text(screen.text, ParseMode.HTML)
+    except ApiError:
+        return False  # Telegram would refuse it; let the edit say so
+    shown = [entity.to_dict() for entity in message.entities]
     return message.text == text and shown == entities and message.reply_markup == screen.buttons
 
 
