@@ -20,6 +20,7 @@ import yaml
 
 from bot.content.load import load_valid
 from bot.errors import StorageError
+from bot.i18n import I18n, _
 from tests.conftest import LESSONS, LOCALES, running, with_lessons
 from tests.journey import answer_quiz, button_texts, position, read_slides, send_and_wait, tap_and_wait_edit
 
@@ -56,7 +57,7 @@ async def _on_slide(learner, number: int) -> dict:
     """Open the course and turn to slide ``number`` (1-based) of the first lesson."""
     menu = await send_and_wait(learner, "/start")
     slide = await tap_and_wait_edit(learner, menu, "Start the course")
-    for _ in range(number - 1):
+    for _turn in range(number - 1):
         slide = await tap_and_wait_edit(learner, slide, "Next")
     return slide
 
@@ -271,3 +272,34 @@ async def test_a_reload_the_database_cannot_follow_is_refused_and_the_lessons_in
         assert not outcome.accepted
         assert "progress database: the database is locked" in outcome.lines()[0]
         assert bot.library.current is serving
+
+
+async def test_a_button_naming_a_removed_slide_says_so_in_every_shipped_language(config, standin, lessons):
+    shutil.copytree(LESSONS, lessons, dirs_exist_ok=True)  # every translation, for learners who read them
+    config = with_lessons(config, lessons)
+    i18n = I18n(LOCALES)
+    learners, stale = {}, {}
+    async with running(config):
+        for number, language in enumerate(i18n.languages):
+            learner = learners[language] = standin.learner(user_id=8500 + number, language_code=language.lower())
+            menu = await send_and_wait(learner, "/start")
+            first = await tap_and_wait_edit(learner, menu, menu["reply_markup"]["inline_keyboard"][0][0]["text"])
+            stale[language] = first  # its Next names off-by-default
+    for language in i18n.languages:
+        path = lessons / language / "01-requires-grad.yaml"
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data["slides"] = [s for s in data["slides"] if s["id"] != "off-by-default"]
+        data.get("sources", {}).pop("slide/off-by-default", None)
+        path.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    async with running(config):
+        for language, learner in learners.items():
+            with i18n.use(language):
+                expected = _("That slide was taken out of the lesson. Here is the one that follows it.")
+            query = await learner.tap(stale[language], callback_data=f"s:{FIRST.id}:off-by-default")
+            answer = await learner.wait_callback_answer(query)
+            assert answer["text"].replace("\u2066", "").replace("\u2069", "") == expected, language
+            await standin.settle()
+            shown = learner.message(stale[language]["message_id"])
+            course = load_valid(lessons, LOCALES).course(language)
+            assert course.lesson(FIRST.id).slides[1].title in shown["text"].replace("\u2066", "").replace("\u2069", "")
+    assert standin.errors() == []
