@@ -459,19 +459,18 @@ class Database:
             " WHERE lesson_id = ? AND question_id = ? AND option_id IS NULL",
             (lesson_id, question_id),
         )
-        await self._conn.executemany(
-            "UPDATE quiz_answers SET option_id = ? WHERE poll_id = ?",
-            [
-                (option_ids[row["option_index"]], row["poll_id"])
-                for row in rows
-                if 0 <= row["option_index"] < len(option_ids)
-            ],
-        )
+        # A position past the options (the question had more then) stays unconverted: its meaning is lost.
+        answers = [
+            (option_ids[row["option_index"]], row["poll_id"])
+            for row in rows
+            if 0 <= row["option_index"] < len(option_ids)
+        ]
+        await self._conn.executemany("UPDATE quiz_answers SET option_id = ? WHERE poll_id = ?", answers)
         cursor = await self._conn.execute(
             "UPDATE quiz_polls SET options = ? WHERE lesson_id = ? AND question_id = ? AND options IS NULL",
             (" ".join(option_ids), lesson_id, question_id),
         )
-        return len(rows) + cursor.rowcount
+        return len(answers) + cursor.rowcount
 
     async def successor_of_removed_slide(self, lesson_id: str, slide_id: str) -> str | None:
         """Return the slide that stands where a removed slide was (see adopt_course), or None if it never was."""

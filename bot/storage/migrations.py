@@ -148,6 +148,10 @@ MIGRATIONS: tuple[str, ...] = (
         WHERE o.lesson_id = quiz_polls.lesson_id AND o.question_id = quiz_polls.question_id);
     ALTER TABLE learners ADD COLUMN quiz_seed INTEGER NOT NULL DEFAULT 0;  -- the round's shuffle
     DROP TABLE legacy_options;
+    -- What is left to convert at start, found without a scan (empty once converted, so they cost no writes).
+    CREATE INDEX lesson_progress_by_position ON lesson_progress (lesson_id) WHERE slide_id IS NULL;
+    CREATE INDEX quiz_answers_by_position ON quiz_answers (lesson_id, question_id) WHERE option_id IS NULL;
+    CREATE INDEX quiz_polls_in_file_order ON quiz_polls (lesson_id, question_id) WHERE options IS NULL;
     """,
     # 4: learning events (issue 13): one row per thing a learner did, for `coursebot stats`. The Telegram user
     # id is the only personal datum; rows older than COURSEBOT_EVENTS_DAYS are purged (bot.events).
