@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot import shuffle
+from bot import lessontext, render, shuffle
 from bot.content.load import load_valid
 from bot.handlers import quiz as quiz_handlers
 from bot.i18n import I18n, _
@@ -232,3 +232,19 @@ def test_seeds_drawn_by_the_system_vary_enough_that_two_learners_rarely_share_an
     rng = random.Random(0)
     same = sum(option_order(question, rng.getrandbits(31)) == option_order(question, new_seed()) for _ in range(240))
     assert same < 40  # 1 in 24 expected: 10 of 240
+
+
+@pytest.mark.parametrize("language", [code for code in SHIPPED if code != "en"])
+def test_a_translated_poll_shows_its_options_in_the_english_ids_order_of_the_round(language):
+    # Translations list options in the English file's order; the round's order is drawn over ids, so a learner
+    # in any language sees the same option in the same place as an English learner with the same seed.
+    for english, translated in zip(ENGLISH.lessons, CONTENT.course(language).lessons, strict=True):
+        for question, local in zip(english.quiz, translated.quiz, strict=True):
+            assert local.option_ids == question.option_ids and local.correct == question.correct
+            order = option_order(question, 99)
+            assert option_order(local, 99) == order
+            with I18N.use(language):  # a right-to-left language isolates code in options
+                spec = render.poll(local, order)
+                assert spec.options == tuple(lessontext.plain(local.options[i]) for i in order)
+            assert spec.option_ids == tuple(question.option_ids[i] for i in order)
+            assert spec.option_ids[spec.correct] == question.correct_id
