@@ -655,36 +655,28 @@ class Database:
         """
         if self.events_days == 0:
             return
-        moment = self.clock()
-        async with self._write() as conn:
-            if kind == EventKind.SLIDE and seconds is None:
-                last = await self._one(
-                    "SELECT at, lesson_id, kind FROM learning_events WHERE user_id = ? ORDER BY at DESC, id DESC"
-                    " LIMIT 1",
-                    (user_id,),
-                )
-                if (
-                    last is not None
-                    and last["lesson_id"] == lesson_id
-                    and last["kind"] in (EventKind.SLIDE, EventKind.BACK)
-                ):
-                    seconds = max(0.0, (moment - dt.datetime.fromisoformat(last["at"])).total_seconds())
-            await conn.execute(
-                "INSERT INTO learning_events (user_id, at, language, lesson_id, kind, item_id, option_id, verdict,"
-                " failed_check, seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    user_id,
-                    timestamp(moment),
-                    language,
-                    lesson_id,
-                    str(kind),
-                    item_id,
-                    option_id,
-                    verdict,
-                    failed_check,
-                    seconds,
-                ),
-            )
+        # One statement (one round trip on every tap): a slide's time on the previous one is worked out in SQL.
+        await self._write_one(
+            "INSERT INTO learning_events (user_id, at, language, lesson_id, kind, item_id, option_id, verdict,"
+            " failed_check, seconds) SELECT :user, :at, :language, :lesson, :kind, :item, :option, :verdict, :check,"
+            " CASE WHEN :seconds IS NOT NULL OR :kind != 'slide' THEN :seconds ELSE ("
+            "  SELECT CASE WHEN last.lesson_id = :lesson AND last.kind IN ('slide', 'back')"
+            "  THEN max(0.0, round((julianday(:at) - julianday(last.at)) * 86400.0, 3)) END"
+            "  FROM learning_events AS last WHERE last.user_id = :user ORDER BY last.at DESC, last.id DESC LIMIT 1"
+            " ) END",
+            {
+                "user": user_id,
+                "at": self._now(),
+                "language": language,
+                "lesson": lesson_id,
+                "kind": str(kind),
+                "item": item_id,
+                "option": option_id,
+                "verdict": verdict,
+                "check": failed_check,
+                "seconds": seconds,
+            },
+        )
 
     async def purge_events(self) -> int:
         """Delete the learning events older than the days they are kept; return how many went."""
