@@ -78,7 +78,7 @@ class Answer:
 
 
 class EventKind(StrEnum):
-    """What one learning event records (a row of learning_events, migration 4), and what its fields hold."""
+    """What one learning event records (a row of events, migration 4), and what its fields hold."""
 
     SLIDE = "slide"  # a slide shown: item_id is its id, seconds the time on the learner's previous slide
     BACK = "back"  # Back tapped: item_id is the slide the learner went back from

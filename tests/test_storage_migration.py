@@ -104,7 +104,7 @@ async def test_schema_2_places_and_answers_become_ids_of_the_course_as_it_shippe
         # A lesson the migration does not know keeps its positions until the bot adopts the lessons it serves.
         assert (await db.progress(DEE))["extra"].slide_id is None
         assert (await db.latest_answers(DEE))[("extra", "extra-q")].option_id is None
-        assert rows(old_db, "SELECT count(*) FROM learning_events") == [(0,)]
+        assert rows(old_db, "SELECT count(*) FROM events") == [(0,)]
         assert rows(old_db, "SELECT count(*) FROM sqlite_master WHERE name = 'legacy_options'") == [(0,)]
     finally:
         await db.close()

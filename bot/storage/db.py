@@ -636,8 +636,8 @@ class Database:
 
     async def record_event(
         self,
-        *,
         user_id: int,
+        *,
         language: str,
         lesson_id: str,
         kind: EventKind | str,
@@ -657,12 +657,12 @@ class Database:
             return
         # One statement (one round trip on every tap): a slide's time on the previous one is worked out in SQL.
         await self._write_one(
-            "INSERT INTO learning_events (user_id, at, language, lesson_id, kind, item_id, option_id, verdict,"
+            "INSERT INTO events (user_id, at, language, lesson_id, kind, item_id, option_id, verdict,"
             " failed_check, seconds) SELECT :user, :at, :language, :lesson, :kind, :item, :option, :verdict, :check,"
             " CASE WHEN :seconds IS NOT NULL OR :kind != 'slide' THEN :seconds ELSE ("
             "  SELECT CASE WHEN last.lesson_id = :lesson AND last.kind IN ('slide', 'back')"
             "  THEN max(0.0, round((julianday(:at) - julianday(last.at)) * 86400.0, 3)) END"
-            "  FROM learning_events AS last WHERE last.user_id = :user ORDER BY last.at DESC, last.id DESC LIMIT 1"
+            "  FROM events AS last WHERE last.user_id = :user ORDER BY last.at DESC, last.id DESC LIMIT 1"
             " ) END",
             {
                 "user": user_id,
@@ -684,7 +684,7 @@ class Database:
             return 0
         cutoff = timestamp(self.clock() - dt.timedelta(days=self.events_days))
         async with self._write() as conn:
-            cursor = await conn.execute("DELETE FROM learning_events WHERE at < ? OR ? = 0", (cutoff, self.events_days))
+            cursor = await conn.execute("DELETE FROM events WHERE at < ? OR ? = 0", (cutoff, self.events_days))
             return cursor.rowcount
 
     # Reset and backup

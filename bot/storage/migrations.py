@@ -156,7 +156,7 @@ MIGRATIONS: tuple[str, ...] = (
     # 4: learning events (issue 13): one row per thing a learner did, for `coursebot stats`. The Telegram user
     # id is the only personal datum; rows older than COURSEBOT_EVENTS_DAYS are purged (bot.events).
     """
-    CREATE TABLE learning_events (
+    CREATE TABLE events (
         id            INTEGER PRIMARY KEY,
         user_id       INTEGER NOT NULL,
         at            TEXT NOT NULL,  -- UTC, ISO 8601 to the millisecond
@@ -169,7 +169,7 @@ MIGRATIONS: tuple[str, ...] = (
         failed_check  TEXT,           -- run: the first check that failed
         seconds       REAL            -- slide: time on the learner's previous slide of this lesson
     );
-    CREATE INDEX learning_events_by_lesson ON learning_events (lesson_id, kind, at);
-    CREATE INDEX learning_events_by_learner ON learning_events (user_id, at);
+    CREATE INDEX events_by_lesson ON events (lesson_id, kind, at);
+    CREATE INDEX events_by_user ON events (user_id, at);
     """,
 )
