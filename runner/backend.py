@@ -80,6 +80,9 @@ class Request:
             raise InvalidRequest("checks must be an ExerciseChecks")
         if seed is None:
             seed = checks.seed if checks is not None and checks.seed is not None else secrets.randbits(63)
+        # Python's, torch's and numpy's generators all take it (torch's refuses 2**64 and beyond).
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+            raise InvalidRequest(f"seed must be a whole number from 0 to 2**63 - 1, got {seed!r}")
         return cls(code, lim, checks, seed)
 
 
@@ -121,6 +124,7 @@ class JobEnd:
     signal: int | None  # the signal that ended it
     stderr: str
     truncated: bool = False  # its output reached the output limit
+    flooded: bool = False  # it wrote more than allowed on a descriptor the runner reads besides its output
     timed_out: bool = False  # its wall-clock time ran out
     oom_killed: bool = False  # the kernel's OOM killer struck in its cgroup
     cpu_s: float | None = None  # CPU seconds it used; None: not measured
@@ -128,7 +132,7 @@ class JobEnd:
 
 def classify(end: JobEnd, limits: Limits) -> str:
     """The job's status (one of result.STATUSES).  Pure; order matters: a limit wins over what it caused."""
-    if end.truncated:
+    if end.truncated or end.flooded:
         return "output_limit"
     if end.timed_out:
         return "timeout"

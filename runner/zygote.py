@@ -71,7 +71,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import grading, hugepages, nsinit, sandbox, seccomp
-from .limits import Limits
+from .limits import MAXIMUM, Limits
 
 SNIPPET = "<snippet>"
 MAX_FDS = 8
@@ -461,6 +461,7 @@ def _spawn(
     try:
         if len(fds) != 1:
             raise RuntimeError(f"spawn needs 1 descriptor, got {len(fds)}")
+        tmpfs_bytes = _tmpfs_bytes(msg.get("tmpfs_bytes"))
         if _threads() != 1:
             raise RuntimeError("zygote is no longer single-threaded; refusing to fork")
         forge.send(b"n")
@@ -480,7 +481,12 @@ def _spawn(
         finally:
             os.close(nsfd)
         if pid == 0:
-            _job_main(fds[0], keep, int(msg.get("tmpfs_bytes") or _DEFAULT_LIMITS.tmpfs_bytes))
+            # The child must never return from here into this loop, whatever fails: it would become a
+            # second zygote with the sandbox's capabilities and no job cgroup.
+            try:
+                _job_main(fds[0], keep, tmpfs_bytes)
+            finally:
+                os._exit(112)
         jobs[pid] = (job, init)
         send_msg(ctl, {"op": "spawned", "job": job})
     except Exception as e:
@@ -491,6 +497,15 @@ def _spawn(
                 os.close(fd)
             except OSError:
                 pass
+
+
+def _tmpfs_bytes(value: object) -> int:
+    """The size of a job's tmpfs mounts, as asked for by the runner: checked here, before any fork."""
+    if value is None:
+        return _DEFAULT_LIMITS.tmpfs_bytes
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAXIMUM.tmpfs_bytes:
+        raise ValueError(f"tmpfs_bytes must be a whole number from 1 to {MAXIMUM.tmpfs_bytes}, got {value!r}")
+    return value
 
 
 def _reap(ctl: socket.socket, jobs: dict[int, tuple[str, int]]) -> None:

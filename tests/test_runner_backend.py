@@ -30,10 +30,17 @@ LIMITS = Limits(cpu_time_s=2)
         (JobEnd(None, signal.SIGKILL, "", oom_killed=True), "memory_limit"),
         (JobEnd(None, signal.SIGKILL, "", timed_out=True, oom_killed=True), "timeout"),
         (JobEnd(0, None, "", truncated=True, timed_out=True), "output_limit"),
+        (JobEnd(None, signal.SIGKILL, "", flooded=True), "output_limit"),  # killed for flooding "done"/report
     ],
 )
 def test_a_jobs_end_gets_one_status_and_a_limit_wins_over_what_it_caused(end, status):
     assert classify(end, LIMITS) == status
+
+
+@pytest.mark.parametrize("seed", [-1, 2**63, 10**100, True, 1.5, "7"])
+def test_a_seed_must_be_a_whole_number_the_generators_take(seed):
+    with pytest.raises(InvalidRequest, match="seed"):
+        Request.of("x", None, None, seed, LIMITS)
 
 
 def test_a_request_is_checked_before_it_runs():

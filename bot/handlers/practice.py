@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 from telegram import Update
 from telegram.constants import ChatAction
@@ -122,6 +123,7 @@ async def _start_run(update: Update, context: CourseContext, code: str, lesson: 
         await send(context, learner.chat_id, render.notice(_("Running code is switched off on this bot.")))
         return
     if learner.user_id in services.running:
+        services.metrics.rejections.labels("running").inc()
         await send(
             context,
             learner.chat_id,
@@ -142,9 +144,11 @@ async def _run(
     try:
         await context.bot.send_chat_action(learner.chat_id, ChatAction.TYPING)
         exercise = lesson.exercise if lesson is not None else None
+        started = time.monotonic()
         try:
             result = await runner.run(code, checks=feedback.runner_checks(exercise) if exercise else None)
         except RunnerBusy:
+            services.metrics.rejections.labels("busy").inc()
             await send(
                 context,
                 learner.chat_id,
@@ -152,6 +156,7 @@ async def _run(
             )
             return
         except RunnerError:
+            services.metrics.jobs.labels("failed").inc()
             log.exception("the runner failed for user %s", learner.user_id)
             await send(
                 context,
@@ -159,6 +164,8 @@ async def _run(
                 render.notice(_("Running code is unavailable right now. Please try again later.")),
             )
             return
+        services.metrics.jobs.labels(result.status).inc()
+        services.metrics.job_seconds.observe(time.monotonic() - started)
         output = feedback.output_block(result)
         status = feedback.status_line(result, Limits.from_dict(runner.info.get("limits")))
         if lesson is None or exercise is None or not await _still_practising(context, learner, lesson):

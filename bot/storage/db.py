@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, closing
@@ -222,6 +223,13 @@ class Database:
         return int(row["user_version"]) if row is not None else 0
 
     # Updates
+
+    async def check_writable(self) -> None:
+        """Take a write transaction and commit it (it changes nothing): raises if the database cannot be written."""
+        version = await self.schema_version()
+        async with self._write() as conn:
+            # PRAGMA takes no bound parameters; version is our own integer.
+            await conn.execute(f"PRAGMA user_version = {int(version)}")
 
     async def first_delivery(self, update_id: int) -> bool:
         """Record ``update_id``; return False if it was already processed (a redelivery)."""
@@ -700,6 +708,23 @@ class Database:
                 " quiz_lesson_id = NULL, quiz_queue = '', quiz_poll_id = NULL,"
                 " practice_lesson_id = NULL, hints_shown = 0, updated_at = ? WHERE user_id = ?",
                 (self._now(), user_id),
+            )
+
+
+def ensure_writable(path: Path) -> None:
+    """Refuse, in one line naming the uid that must own them, a database or folder this process cannot write.
+
+    SQLite would open such a file read-only and fail only at the first write, with every learner's update.
+    """
+    path = Path(path)
+    folder = path.parent if path.parent.exists() else next(p for p in path.parents if p.exists())
+    uid = os.geteuid()
+    for place in (folder, path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        if place.exists() and not os.access(place, os.W_OK):
+            owner = place.stat().st_uid
+            raise StorageError(
+                f"cannot write the database {path}: {place} belongs to uid {owner} and coursebot runs as uid "
+                f"{uid}; make uid {uid} its owner (chown -R {uid}:{os.getegid()} {folder})"
             )
 
 
