@@ -164,22 +164,40 @@ async def run_request(request: Request, run_job: JobRunner, reference: Reference
     if checks is None:
         result, _ = await run_job(request.code, request.limits, request.seed, None)
         return result
-    expected = await reference(checks, request.limits, request.seed) if checks.needs_reference else None
+    expected = None
+    if checks.needs_reference:
+        reference_seed = checks.reference_seed if checks.reference_seed is not None else request.seed
+        expected = await reference(checks, request.limits, reference_seed)
     nonce = grading.new_nonce()
     result, report = await run_job(request.code, request.limits, request.seed, grading.job_spec(checks, nonce))
+    # verify() judges any bytes without raising: whatever the sandbox wrote is the learner's attempt, not our failure.
     outcomes, passed = grading.verify(checks, result.status, report, nonce, expected)
     return dataclasses.replace(result, checks=outcomes, passed=passed)
 
 
 async def run_reference(run_job: JobRunner, checks: ExerciseChecks, limits: Limits, seed: int) -> Mapping[str, Any]:
-    """The values of the checks' expressions after the reference solution ran (a clean job, same seed)."""
+    """The values of the checks' expressions after the reference solution ran (a clean job, same seed).
+
+    A reference that does not run cleanly, or whose expressions fail, is a broken exercise: JobFailed.
+    """
     if checks.reference is None:
         raise InvalidRequest("these checks have no reference solution")
     nonce = grading.new_nonce()
     result, report = await run_job(checks.reference, limits, seed, grading.job_spec(checks, nonce))
-    values = grading.parse_report(report or b"", nonce) if result.status == "ok" else None
-    if values is None:
-        raise JobFailed(
-            f"the exercise's reference solution did not run cleanly (status {result.status}): {result.stderr[-500:]}"
-        )
-    return values
+    problem = f"status {result.status}"
+    if result.status == "ok":
+        try:
+            values = grading.parse_report(report or b"", nonce)
+        except grading.ReportError as e:
+            problem = f"its report is {e.args[0]}"
+        else:
+            unreadable = (grading.Failed, grading.Opaque)
+            failed = [
+                c.id
+                for c in checks.checks
+                if c.from_reference and (c.id not in values or isinstance(values[c.id], unreadable))
+            ]
+            if not failed:
+                return values
+            problem = f"check {', '.join(failed)} could not be read"
+    raise JobFailed(f"the exercise's reference solution did not run cleanly ({problem}): {result.stderr[-500:]}")

@@ -34,6 +34,7 @@ from . import protocol
 from .config import RunnerConfig, TcpAddress, UnixAddress, parse_address
 from .errors import (
     BY_NAME,
+    InvalidRequest,
     ProtocolError,
     RunnerBusy,
     RunnerClosed,
@@ -53,6 +54,7 @@ __all__ = [
     "Check",
     "CheckOutcome",
     "ExerciseChecks",
+    "InvalidRequest",
     "Limits",
     "RunResult",
     "RunnerBusy",

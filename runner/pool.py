@@ -94,19 +94,29 @@ class _Ready:
 class _Job:
     """One job's pipes while it runs, and why it stopped running."""
 
-    def __init__(self, jid: str, limits: Limits, want_report: bool) -> None:
+    def __init__(self, jid: str, limits: Limits, nonce: str | None) -> None:
         self.id = jid
         self.limits = limits
         self.token = secrets.token_hex(8)
         self.ended: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self.streams: list[pipes.Stream] = []
-        self.child_ends: list[int] = []  # the write ends for G: [stdout, stderr, done(, report)]
+        # G's ends: the write ends of [stdout, stderr, done(, report)], and a graded job's nonce pipe's read end.
+        self.child_ends: list[int] = []
         try:
             output = pipes.Budget(limits.output_bytes)  # stdout and stderr together
             self.out = self._pipe(output)
             self.err = self._pipe(output)
             self.done = self._pipe(pipes.Budget(DONE_BYTES))
-            self.report = self._pipe(pipes.Budget(grading.MAX_REPORT)) if want_report else None
+            self.report = self._pipe(pipes.Budget(grading.MAX_REPORT)) if nonce is not None else None
+            if nonce is not None:
+                # The nonce waits in a pipe, not in the job's spec: extraction reads it only once the learner's
+                # code has ended, so no frame or object of that code ever holds it (grading.py).
+                r, w = os.pipe2(os.O_CLOEXEC)
+                try:
+                    os.write(w, nonce.encode("ascii"))
+                finally:
+                    os.close(w)
+                self.child_ends.append(r)
         except OSError:
             self.close()
             raise
@@ -140,8 +150,13 @@ class _Job:
             # Any stream: stdout and stderr share the output budget; "done" and the report have their own,
             # and a job flooding them ends as one flooding its output does.
             self.end("output_limit")
-        elif stream is self.done and self.said_done() is not None:
+        elif stream is self.done and not self.graded and self.said_done() is not None:
             self.end("done")
+
+    @property
+    def graded(self) -> bool:
+        """A graded job ends at its process's real exit: its "done" could be written by the learner's code."""
+        return self.report is not None
 
     @property
     def truncated(self) -> bool:
@@ -489,14 +504,15 @@ class Pool:
         try:
             cg.configure(lim)
             self._pin(cg, lane)
-            job = _Job(ready.id, lim, want_report=checks_spec is not None)
+            nonce = str(checks_spec["nonce"]) if checks_spec is not None else None
+            job = _Job(ready.id, lim, nonce)
             spec_fd = os.memfd_create("job-spec", os.MFD_CLOEXEC)
             try:
                 spec = {
                     "code": code,
                     "limits": lim.to_dict(),
                     "seed": seed,
-                    "checks": checks_spec,
+                    "checks": {"exprs": checks_spec["exprs"]} if checks_spec is not None else None,
                     "done_token": job.token,
                 }
                 os.write(spec_fd, json.dumps(spec).encode())
@@ -529,7 +545,7 @@ class Pool:
             said_done = job.said_done()
             if exit_msg is not None and said_done is None:
                 self._raise_setup_error(sup)
-            if exit_msg is None:
+            if exit_msg is None and not job.graded:
                 # Finished by its own account (a crash after that still shows
                 # if the exit is already in; it usually is not yet), or killed.
                 exit_msg = said_done

@@ -10,7 +10,10 @@ from dataclasses import replace
 
 import pytest
 
+from bot import lessontext, mistakes
 from bot.content.load import load_valid
+from bot.i18n import I18n
+from bot.safehtml import visible_text
 from runner.client import RunnerConfig
 from tests.conftest import LESSONS, LOCALES, running
 from tests.journey import button_texts, send_and_wait
@@ -134,6 +137,70 @@ async def test_the_embedded_runner_is_started_with_the_runners_settings(config):
         runner = bot.app.bot_data.services.runner
         assert runner is not None
         assert (runner.info["size"], runner.info["queue"]) == (1, 3)
+
+
+# --- feedback that knows autograd: each likely mistake from a real wrong submission, in every language -----
+
+I18N = I18n(LOCALES)
+CONTENT = load_valid(LESSONS, LOCALES)
+_X = (
+    "import torch\nx = torch.randint(1, 6, (3,)).float()\nx.requires_grad_()\ny = x ** 2\n"
+    "v = torch.tensor([1.0, 0.0, 0.5])\n"
+)
+_W = (
+    "import torch\nw = torch.randint(1, 6, (3,)).float()\nw.requires_grad_()\n"
+    "loss = ((w - 3) ** 2).sum()\nloss.backward()\n"
+)
+# (mistake id, lesson, a wrong submission that makes it, the expression the message names)
+WRONG = [
+    ("no-gradient", "backward", _X + "first = None\n", "x.grad"),
+    (
+        "accumulated",
+        "backward",
+        _X + "y.backward(gradient=v, retain_graph=True)\nfirst = x.grad.clone()\n"
+        "for _ in range(3):\n    y.backward(gradient=v, retain_graph=True)\n",
+        "x.grad",
+    ),
+    ("graph-freed", "backward", _X + "y.backward(gradient=v)\nfirst = x.grad.clone()\ny.backward(gradient=v)\n", ""),
+    ("leaf-in-place", "no-grad", _W + "w -= 0.1 * w.grad\npred = w * 2\n", ""),
+    ("still-tracked", "no-grad", _W + "with torch.no_grad():\n    w -= 0.1 * w.grad\npred = w * 2\n", "pred"),
+]
+
+
+def _as_sent(language: str, mistake_id: str, expr: str) -> str:
+    """The mistake's line as the learner's Telegram shows it (markup gone, right-to-left isolates kept)."""
+    mistake = next(m for m in mistakes.MISTAKES if m.id == mistake_id)
+    with I18N.use(language):
+        return visible_text(lessontext.to_html(mistake.explain(mistakes.Evidence(expr=expr, ratio=2))))
+
+
+async def test_a_failed_attempt_names_the_likely_autograd_mistake_in_every_language(practising_bot, standin):
+    # One bot (and one embedded runner) for all of it: a learner per language makes every mistake in turn.
+    for number, language in enumerate(I18N.languages):
+        learner = standin.learner(user_id=5100 + number, language_code=language.replace("_", "-"))
+        opened = None
+        for mistake_id, lesson_id, code, expr in WRONG:
+            if opened != lesson_id:
+                menu = await send_and_wait(learner, "/lessons")
+                since = learner.cursor()
+                await learner.tap(menu, callback_data=f"p:{lesson_id}")
+                await learner.wait_message(since=since, timeout=10)
+                opened = lesson_id
+            verdict = await send_and_wait(learner, code, lambda m: "reply_markup" in m, timeout=30)
+            said = _as_sent(language, mistake_id, expr)
+            assert "🔎 " + said in verdict["text"], (language, mistake_id, verdict["text"])
+            assert verdict["text"].count("🔎") == 1, (language, verdict["text"])
+        assert await practising_bot.db.exercises_passed(learner.user_id) == set()
+
+
+async def test_a_verdict_with_endless_output_and_every_check_failing_is_still_delivered(practising_bot, standin):
+    ada = standin.learner(user_id=5200)
+    lesson = COURSE.lesson("grad")
+    await _open_practice(ada, standin, lesson)
+    code = "print('é<' * 2000)\n" + lesson.exercise.starter
+    verdict = await send_and_wait(ada, code, lambda m: "reply_markup" in m, timeout=30)
+    assert "Not yet" in verdict["text"] and "cut here" in verdict["text"]
+    assert all(c.fail.split("`")[1] in verdict["text"] for c in lesson.exercise.checks)
 
 
 # Leaving the practice leaves it.

@@ -9,7 +9,7 @@ import pytest
 
 from bot import lessontext, render
 from bot.content.load import lint, load_valid
-from bot.content.telegram_limits import telegram_length, visible_length
+from bot.content.telegram_limits import OUTPUT_ROOM_MIN, telegram_length, visible_length
 from bot.errors import ContentError
 from bot.i18n import I18n
 
@@ -309,14 +309,25 @@ def test_a_practice_screen_over_4096_characters_is_reported_at_the_exercise(less
     path = grad(lessons)
     edit(
         path,
-        "    - Clear the gradient once per step, before that step's `backward()`.\n",
-        f"    - Clear the gradient once per step, before that step's `backward()`. {'very ' * 900}\n",
+        '    - "`opt.step()` moves `w` by its `.grad`, so it must come after `loss.backward()`."\n',
+        f'    - "`opt.step()` moves `w` by its `.grad`, so it must come after `loss.backward()`. {"very " * 900}"\n',
     )
     line = line_of(path, "exercise:") + 1  # the exercise's first line
     found = problems(lessons)
     assert len(found) == 1
-    assert found[0].startswith(f"{path}:{line}: exercise: hint 2 renders to ")
+    assert found[0].startswith(f"{path}:{line}: exercise: hint 1 renders to ")
     assert found[0].endswith("characters; Telegram allows 4096")
+
+
+def test_fail_messages_that_leave_a_failed_verdict_too_little_room_for_output_are_reported(lessons):
+    path = grad(lessons)
+    long = "expected {expected}: " + "the order matters, " * 120 + "so mind it."
+    edit(path, "expected {expected}: each pass must clear,", long + " Each pass must clear,")
+    line = line_of(path, "exercise:") + 1
+    found = problems(lessons)
+    assert len(found) == 1, found
+    assert found[0].startswith(f"{path}:{line}: exercise: a verdict with every check failing leaves ")
+    assert found[0].endswith(f"for the learner's output (at least {OUTPUT_ROOM_MIN}); shorten the fail messages")
 
 
 def test_every_practice_screen_of_the_real_lessons_fits_in_every_language():

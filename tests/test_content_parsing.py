@@ -762,27 +762,30 @@ def test_language_without_a_folder_is_all_english_with_fallback(partial):
 
 EXERCISE = """\
 exercise:
-  title: Обнули перед повторным использованием
+  title: Шаг обучения по порядку
   instructions: >
-    Исправь цикл так, чтобы `grads` был `[4.0, 4.0]`, а `x.grad` в конце равнялся 4.
+    Исправь цикл: `opt.zero_grad()`, прямой проход, loss, `loss.backward()`, `opt.step()`.
   starter: |
     import torch
-    x = torch.tensor(2.0, requires_grad=True)
-    grads = []
-    for step in range(2):
-        loss = x ** 2
+    x = torch.randint(1, 6, (3,)).float()
+    w = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([w], lr=0.02)
+    losses = []  # значения loss по шагам
+    for step in range(5):
+        pred = w * x
+        loss = ((pred - 2 * x) ** 2).mean()
+        opt.step()
         loss.backward()
-        grads.append(x.grad.item())
-    print(grads)  # должно быть [4.0, 4.0]
+        losses.append(loss.item())
   hints:
-    - "`backward()` прибавляет к `.grad`."
-    - Обнуляй градиент на каждом шаге.
-    - "Поставь `x.grad = None` в начало тела цикла."
+    - "`opt.step()` идёт после `loss.backward()`."
+    - Начинай каждый проход с `opt.zero_grad()`.
+    - "Тело цикла: `opt.zero_grad()`, `pred = w * x`, loss, `loss.backward()`, `opt.step()`."
   checks:
-    - id: grad-value
-      fail: "`x.grad` равен {got}, а нужно 4: ты обнулил градиент перед вторым backward?"
-    - id: grads-per-step
-      fail: "`grads` равен {got}, а нужно [4.0, 4.0]."
+    - id: losses
+      fail: "`losses` равен {got}, а ожидалось {expected}: соблюдай порядок шага."
+    - id: w-trained
+      fail: "`w` равен {got}, а ожидалось {expected}."
 """
 
 
@@ -793,10 +796,10 @@ def test_a_translated_exercise_replaces_the_english_texts_and_keeps_its_checks(l
     english = content.english.lesson("grad").exercise
     ru = content.course("ru").lesson("grad").exercise
     assert ru.fallback is False
-    assert ru.title == "Обнули перед повторным использованием"
-    assert ru.hints[2] == "Поставь `x.grad = None` в начало тела цикла."
-    assert ru.starter.endswith("# должно быть [4.0, 4.0]")
-    assert ru.checks[0].fail.startswith("`x.grad` равен {got}")
+    assert ru.title == "Шаг обучения по порядку"
+    assert ru.hints[1] == "Начинай каждый проход с `opt.zero_grad()`."
+    assert "losses = []  # значения loss по шагам" in ru.starter
+    assert ru.checks[0].fail.startswith("`losses` равен {got}, а ожидалось {expected}")
     assert [(c.id, c.expr, c.kind, c.expect) for c in ru.checks] == [
         (c.id, c.expr, c.kind, c.expect) for c in english.checks
     ]
@@ -812,7 +815,7 @@ def test_a_lesson_without_a_translated_exercise_shows_the_english_one_marked(les
 
 
 def test_translated_starter_code_may_change_only_its_comments(lessons):
-    path = translate(lessons, TRANSLATION + EXERCISE.replace("grads.append(x.grad.item())", "grads.append(x.grad)"))
+    path = translate(lessons, TRANSLATION + EXERCISE.replace("losses.append(loss.item())", "losses.append(loss)"))
     line = line_of(path, "starter: |")
     assert problems(lessons) == [
         f"{path}:{line}: exercise: 'starter' differs from the English code: translate only its comments"
@@ -821,22 +824,32 @@ def test_translated_starter_code_may_change_only_its_comments(lessons):
 
 
 def test_translated_exercise_must_give_every_check_a_message(lessons):
-    text = EXERCISE.split("    - id: grads-per-step")[0]
+    text = EXERCISE.split("    - id: w-trained")[0]
     path = translate(lessons, TRANSLATION + text)
     line = line_of(path, "checks:")
-    assert problems(lessons) == [f"{path}:{line}: exercise: no translated 'fail' for check 'grads-per-step'"]
+    assert problems(lessons) == [f"{path}:{line}: exercise: no translated 'fail' for check 'w-trained'"]
 
 
-def test_translated_fail_message_keeps_got_where_english_has_it(lessons):
-    path = translate(lessons, TRANSLATION + EXERCISE.replace("`grads` равен {got}", "`grads` неверен"))
-    line = line_of(path, "`grads` неверен")
-    assert problems(lessons) == [
-        f"{path}:{line}: check 'grads-per-step': 'fail' must use {{got}} once, as the English does, and no other braces"
-    ]
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (("`losses` равен {got}", "`losses` неверен"), "must use {got}, as the English does"),
+        (
+            ("а ожидалось {expected}: соблюдай", "а ожидалось иное: соблюдай"),
+            "must use {expected}, as the English does",
+        ),
+        (("соблюдай порядок шага.", "соблюдай порядок шага {got}."), "uses {got} more than once"),
+        (("соблюдай порядок шага.", "соблюдай {порядок} шага."), "has braces other than {got} and {expected}"),
+    ],
+)
+def test_translated_fail_message_uses_the_placeholders_english_uses_and_no_other_braces(lessons, change, message):
+    path = translate(lessons, TRANSLATION + EXERCISE.replace(*change))
+    line = line_of(path, "- id: losses") + 1
+    assert problems(lessons) == [f"{path}:{line}: check 'losses': 'fail' {message}"]
 
 
 def test_translated_exercise_with_another_hint_count_is_reported(lessons):
-    path = translate(lessons, TRANSLATION + EXERCISE.replace("    - Обнуляй градиент на каждом шаге.\n", ""))
+    path = translate(lessons, TRANSLATION + EXERCISE.replace("    - Начинай каждый проход с `opt.zero_grad()`.\n", ""))
     line = line_of(path, "hints:")
     assert problems(lessons) == [f"{path}:{line}: exercise: has 2 hints, the English exercise has 3"]
 
@@ -845,6 +858,45 @@ def test_translated_check_that_english_lacks_is_reported(lessons):
     path = translate(lessons, TRANSLATION + EXERCISE + "    - id: extra\n      fail: лишняя\n")
     line = line_of(path, "- id: extra")
     assert problems(lessons) == [f"{path}:{line}: check 'extra' is not in the English exercise"]
+
+
+# The English exercise's checks.
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            ("      expr: losses\n", "      expr: losses.data\n"),
+            "'expr' 'losses.data': a check may read only these attributes",
+        ),
+        (
+            ("      expr: losses\n", "      expr: __import__('os')\n"),
+            "a check reads variables and their tensor attributes",
+        ),
+        (("      expr: losses\n", "      expr: losses =\n"), "is not a Python expression"),
+        (
+            ("      kind: close\n", '      kind: "true"\n'),
+            "'fail' may not use {got}: a 'true' check's value is only False",
+        ),
+        (("`losses` is {got}", "`losses` is {gott}"), "'fail' has braces other than {got} and {expected}"),
+        (("      kind: close\n", "      kind: close\n      expect:\n"), "'expect' is empty"),
+    ],
+)
+def test_an_english_check_is_read_as_the_runner_would_evaluate_it(lessons, change, message):
+    path = lessons / "en" / "03-grad.yaml"
+    text = path.read_text(encoding="utf-8")
+    at = text.index("    - id: losses")
+    path.write_text(text[:at] + text[at:].replace(*change, 1), encoding="utf-8")
+    found = problems(lessons)
+    assert len(found) == 1 and "check 'losses'" in found[0] and message in found[0], found
+
+
+def test_a_check_without_expect_is_compared_with_the_solution(lessons):
+    content, found = parse(lessons)
+    assert found == []
+    checks = content.english.lesson("grad").exercise.checks
+    assert [(c.id, c.expect, c.from_solution) for c in checks] == [("losses", None, True), ("w-trained", None, True)]
 
 
 SLIDE_CODE = """\

@@ -586,8 +586,7 @@ def exercise_problems(ex) -> list[str]:
             add(f"{at}: kind {kind!r} is not one of {', '.join(CHECK_KINDS)}")
         elif kind == "true" and "expect" in c:
             add(f"{at}: kind true takes no expect")
-        elif kind != "true" and "expect" not in c:
-            add(f"{at}: missing expect")
+        # Without expect, a check compares with what the solution gives on the same random inputs.
         fail = c.get("fail")
         if not one_line(fail):
             add(f"{at}: fail must be one non-empty line")
@@ -595,9 +594,9 @@ def exercise_problems(ex) -> list[str]:
             for p in markup_problems(fail):
                 add(f"{at}: fail: {p}")
             try:
-                fail.format(got="tensor(8.)")
+                fail.format(got="tensor(8.)", expected="tensor(4.)")
             except (KeyError, IndexError, ValueError):
-                add(f"{at}: fail has braces other than {{got}}")
+                add(f"{at}: fail has braces other than {{got}} and {{expected}}")
     return problems
 
 
@@ -646,7 +645,7 @@ def test_structure_check_catches_bad_lessons():
         lambda d: d["exercise"]["checks"][1].__setitem__("id", d["exercise"]["checks"][0]["id"])
     )
     assert "is not one of" in broken(lambda d: d["exercise"]["checks"][0].__setitem__("kind", "same"))
-    assert "missing expect" in broken(lambda d: d["exercise"]["checks"][0].__setitem__("kind", "close"))
+    assert "takes no expect" in broken(lambda d: d["exercise"]["checks"][0].__setitem__("expect", 1.0))
     assert "not a Python expression" in broken(lambda d: d["exercise"]["checks"][0].__setitem__("expr", "x ="))
     assert "braces other than" in broken(lambda d: d["exercise"]["checks"][0].__setitem__("fail", "{gott}"))
     assert "fail: unclosed ` mark" in broken(lambda d: d["exercise"]["checks"][0].__setitem__("fail", "a `b"))

@@ -95,7 +95,8 @@ class FakeJobs:
         if spec is None:
             return result, None
         assert set(spec) == {"nonce", "exprs"}  # expressions go in, expectations never
-        return result, json.dumps({"nonce": spec["nonce"], "values": self.values_by_code[code]}).encode()
+        values = {k: ["float", v] if isinstance(v, float) else v for k, v in self.values_by_code[code].items()}
+        return result, json.dumps({"v": 2, "nonce": spec["nonce"], "values": values}).encode()
 
     async def reference(self, checks, limits, seed):
         return await run_reference(self, checks, limits, seed)
@@ -115,6 +116,20 @@ async def test_a_graded_request_runs_the_reference_first_with_the_same_seed():
     assert good.passed and good.checks[0].message_key == "checks.passed"
     bad = await run_request(Request.of("BAD", None, checks, 9, LIMITS), jobs, jobs.reference)
     assert not bad.passed and bad.checks[0].message_key == "checks.mismatch"
+
+
+async def test_a_reference_seed_runs_the_reference_on_another_seed():
+    checks = ExerciseChecks(checks=(Check("g", "x"),), reference="REF", reference_seed=4)
+    jobs = FakeJobs({"REF": {"g": 2.0}, "GOOD": {"g": 2.0}})
+    await run_request(Request.of("GOOD", None, checks, 9, LIMITS), jobs, jobs.reference)
+    assert [(code, seed) for code, seed, _ in jobs.calls] == [("REF", 4), ("GOOD", 9)]
+
+
+async def test_a_reference_whose_expression_fails_is_a_machinery_failure():
+    checks = ExerciseChecks(checks=(Check("g", "x"),), reference="REF")
+    jobs = FakeJobs({"REF": {"g": ["error", "NameError"]}})
+    with pytest.raises(JobFailed, match="check g could not be read"):
+        await run_request(Request.of("GOOD", None, checks, 1, LIMITS), jobs, jobs.reference)
 
 
 async def test_checks_with_their_own_expectations_need_no_reference():

@@ -67,6 +67,10 @@ class Question:
         return next((t for i, t in zip(self.option_ids, self.options, strict=True) if i == option_id), None)
 
 
+# The placeholders a check's fail message may use: what the learner's code produced, and what it should have.
+FAIL_PLACEHOLDERS = ("{got}", "{expected}")
+
+
 @dataclass(frozen=True)
 class ExerciseCheck:
     """A hidden check of a practice exercise: an expression over the learner's variables and what it must give."""
@@ -74,8 +78,13 @@ class ExerciseCheck:
     id: str
     expr: str
     kind: str  # one of CHECK_KINDS
-    expect: object
-    fail: str  # shown when the check fails; {got} is what the learner's code produced
+    expect: object  # None: what the exercise's solution gives on the same random inputs
+    fail: str  # shown when the check fails; {got} is what the learner's code produced, {expected} what it should
+
+    @property
+    def from_solution(self) -> bool:
+        """Whether the expected value comes from running the solution (no ``expect``; kinds other than true)."""
+        return self.expect is None and self.kind != "true"
 
 
 @dataclass(frozen=True)

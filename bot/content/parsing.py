@@ -14,6 +14,7 @@ from bot import lessontext
 from bot.callbacks import ShowSlide
 from bot.content.model import (
     CHECK_KINDS,
+    FAIL_PLACEHOLDERS,
     Content,
     Course,
     Exercise,
@@ -28,6 +29,7 @@ from bot.content.stamps import STAMP, STAMP_LENGTH
 from bot.content.yamlfile import ID, ContentFile, LinedMap, plain
 from bot.errors import Problem
 from bot.i18n import DEFAULT_LANGUAGE
+from runner.client import Check, InvalidRequest
 
 # A lesson id travels in button data (callbacks.MAX_BYTES in all, with a prefix and a slide id).
 LESSON_ID_MAX = 32
@@ -149,18 +151,30 @@ def _read_exercise(file: ContentFile, node: LinedMap) -> Exercise | None:
         if fields["kind"] not in CHECK_KINDS:
             file.problem(item.key_lines["kind"], f"{check_where}: kind must be one of {', '.join(CHECK_KINDS)}")
             continue
-        if fields["kind"] != "true" and "expect" not in fields:
-            file.problem(item.line, f"{check_where}: missing 'expect' (only kind 'true' goes without)")
+        if fields["kind"] == "true" and "expect" in fields:
+            file.problem(item.key_lines["expect"], f"{check_where}: a 'true' check takes no 'expect'")
+            continue
+        expect = plain(fields.get("expect"))
+        if "expect" in item and item["expect"] is None:
+            file.problem(
+                item.key_lines["expect"], f"{check_where}: 'expect' is empty; leave it out to compare with the solution"
+            )
             continue
         try:
-            compile(fields["expr"], "<check>", "eval")
-        except SyntaxError as exc:
-            file.problem(item.key_lines["expr"], f"{check_where}: 'expr' is not a Python expression ({exc.msg})")
+            # The runner's own reading of the expression: what lint accepts is what extraction can evaluate.
+            Check(check_id, fields["expr"], fields["kind"], expect=expect)
+        except InvalidRequest as exc:
+            file.problem(
+                item.key_lines["expr"], f"{check_where}: 'expr' {str(exc).removeprefix(f'check {check_id!r}: ')}"
+            )
             continue
         file.check_lesson_text(item, "fail", check_where)
-        checks.append(
-            ExerciseCheck(check_id, fields["expr"], fields["kind"], plain(fields.get("expect")), fields["fail"])
-        )
+        check = ExerciseCheck(check_id, fields["expr"], fields["kind"], expect, fields["fail"])
+        why_not = ": a 'true' check's value is only False"
+        if (problem := _placeholder_problem(check.fail, _placeholders(check), why_not=why_not)) is not None:
+            file.problem(item.key_lines["fail"], f"{check_where}: 'fail' {problem}")
+            continue
+        checks.append(check)
     if hints is None or len(checks) != len(node["checks"]):
         return None
     return Exercise(
@@ -172,6 +186,34 @@ def _read_exercise(file: ContentFile, node: LinedMap) -> Exercise | None:
         solution=_required_code(values["solution"]),
         source=file.source(node.line),
     )
+
+
+def _placeholders(check: ExerciseCheck) -> tuple[str, ...]:
+    """The placeholders a check's fail message may use: a 'true' check's value is only False, and it expects True."""
+    return () if check.kind == "true" else FAIL_PLACEHOLDERS
+
+
+def _placeholder_problem(
+    fail: str, allowed: tuple[str, ...], required: tuple[str, ...] = (), why_not: str = ""
+) -> str | None:
+    """Say what is wrong with the braces of a fail message, or return None.
+
+    Each placeholder in ``allowed`` may appear once (``required`` ones must), and no other brace;
+    ``why_not`` says why one that is not allowed is not.
+    """
+    rest = fail
+    for placeholder in FAIL_PLACEHOLDERS:
+        count = fail.count(placeholder)
+        if count and placeholder not in allowed:
+            return f"may not use {placeholder}{why_not}"
+        if count > 1:
+            return f"uses {placeholder} more than once"
+        if placeholder in required and not count:
+            return f"must use {placeholder}, as the English does"
+        rest = rest.replace(placeholder, "")
+    if "{" in rest or "}" in rest:
+        return f"has braces other than {' and '.join(allowed or FAIL_PLACEHOLDERS)}"
+    return None
 
 
 def _count(file: ContentFile, data: LinedMap, key: str, n: int, bounds: tuple[int, int], what: str) -> None:
@@ -415,18 +457,11 @@ def _read_exercise_translation(file: ContentFile, node: LinedMap, english: Exerc
         if fields is None:
             continue
         file.check_lesson_text(item, "fail", check_where)
-        wanted = "{got}" in by_id[check_id].fail
-        others = fields["fail"].replace("{got}", "")
-        if ("{got}" in fields["fail"]) != wanted or "{" in others or "}" in others:
-            file.problem(
-                item.key_lines["fail"],
-                f"{check_where}: 'fail' must use {{got}} "
-                + (
-                    "once, as the English does, and no other braces"
-                    if wanted
-                    else "only if the English does: it does not"
-                ),
-            )
+        # A translation uses exactly the placeholders its English uses.
+        used = tuple(p for p in FAIL_PLACEHOLDERS if p in by_id[check_id].fail)
+        problem = _placeholder_problem(fields["fail"], used, required=used, why_not=": the English does not")
+        if problem is not None:
+            file.problem(item.key_lines["fail"], f"{check_where}: 'fail' {problem}")
             continue
         fails[check_id] = fields["fail"]
     if hints is None or len(fails) != len(english.checks) or (starter is None and "starter" in values):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from bot import feedback, render
+from collections.abc import Callable
+
+from bot import feedback, mistakes, render
 from bot.callbacks import MAX_BYTES
 from bot.content.model import Course, Lesson, Question
 from bot.errors import Problem
@@ -10,7 +12,7 @@ from bot.i18n import DEFAULT_LANGUAGE, I18n
 from bot.localapi import limits
 from bot.localapi.units import utf16_len
 from bot.safehtml import visible_text
-from runner.client import RunResult
+from runner.client import CheckOutcome, RunResult
 
 # Telegram's limits are stated once, by the built-in Bot API server that enforces them: characters after
 # entity parsing, counted in UTF-16 code units.
@@ -27,6 +29,18 @@ telegram_length = utf16_len  # the length Telegram counts
 def visible_length(html_text: str) -> int:
     """Return the length of rendered HTML once Telegram has parsed its entities."""
     return telegram_length(visible_text(html_text))
+
+
+def fitting(build: Callable[[int], render.Screen], room: int) -> render.Screen:
+    """Return ``build(room)``, or ``build`` of a smaller room if that screen is over Telegram's message limit.
+
+    ``room`` is what a screen may shrink (a run's output): a verdict then always goes out, with less output.
+    """
+    screen = build(room)
+    while (over := visible_length(screen.text) - MESSAGE_MAX) > 0 and room > 0:
+        room = max(0, room - over)
+        screen = build(room)
+    return screen
 
 
 def check_course(course: Course, i18n: I18n) -> list[Problem]:
@@ -51,10 +65,30 @@ def check_course(course: Course, i18n: I18n) -> list[Problem]:
     return problems
 
 
-# The longest output a verdict shows: what is left is the room for the exercise's own messages.
-_LONGEST_OUTPUT = RunResult(
-    status="ok", stdout="x" * feedback.OUTPUT_MAX, stderr="", exit_code=0, signal=None, duration_ms=0.0, truncated=True
-)
+# A verdict keeps at least this much of a run's output when every check fails at once (the rest of the
+# message is the exercise's own words, which lint keeps short enough for it).
+OUTPUT_ROOM_MIN = 1000
+# The longest value a failed check shows (the runner cuts what it renders at this many characters).
+_LONGEST_VALUE = "[" + "1.2345, " * 9 + "1.…"
+
+
+def _worst_verdict(course: Course, lesson: Lesson) -> render.Screen:
+    """A verdict with every check failing, the longest values shown, every likely mistake, and endless output."""
+    exercise = lesson.exercise
+    assert exercise is not None
+    failing = tuple(
+        CheckOutcome(c.id, False, "checks.mismatch", {"got": _LONGEST_VALUE, "expected": _LONGEST_VALUE})
+        for c in exercise.checks
+    )
+    result = RunResult("ok", "x" * feedback.OUTPUT_MAX, "", 0, None, 0.0, True, checks=failing)
+    lines = feedback.check_feedback(exercise, result)
+    everything = [m.explain(mistakes.Evidence(expr=exercise.checks[0].expr, ratio=2)) for m in mistakes.MISTAKES]
+    return fitting(
+        lambda room: feedback.verdict_screen(
+            course, lesson, result, lines, everything, hints_shown=0, output_room=room
+        ),
+        feedback.OUTPUT_MAX,
+    )
 
 
 def _check_exercise(course: Course, lesson: Lesson) -> list[Problem]:
@@ -64,16 +98,27 @@ def _check_exercise(course: Course, lesson: Lesson) -> list[Problem]:
     screens = {"exercise: the practice task": render.practice_intro(course, lesson)}
     for shown in range(1, len(exercise.hints) + 1):
         screens[f"exercise: hint {shown}"] = render.hint(lesson, course, shown)
-    failing = feedback.feedback_lines(
-        [check.fail.replace("{got}", "`tensor([1., 2., 3.])`") for check in exercise.checks]
-    )
-    screens["exercise: a verdict with every check failing"] = render.practice_verdict(
-        course, lesson, feedback.output_block(_LONGEST_OUTPUT), failing, passed=False, hints_shown=0
-    )
     problems = []
     for what, screen in screens.items():
         problems += _check_screen(screen, what, exercise.source.path, exercise.source.line)
+    verdict = _worst_verdict(course, lesson)
+    if (room := MESSAGE_MAX - (visible_length(verdict.text) - _output_length(verdict))) < OUTPUT_ROOM_MIN:
+        problems.append(
+            Problem(
+                exercise.source.path,
+                exercise.source.line,
+                f"exercise: a verdict with every check failing leaves {room} characters for the learner's output "
+                f"(at least {OUTPUT_ROOM_MIN}); shorten the fail messages",
+            )
+        )
     return problems
+
+
+def _output_length(screen: render.Screen) -> int:
+    """The length of the output block (<pre>...</pre>) in a verdict, as Telegram counts it."""
+    text = str(screen.text)
+    start, end = text.find("<pre>"), text.find("</pre>")
+    return visible_length(text[start : end + len("</pre>")]) if 0 <= start < end else 0
 
 
 def _check_screen(screen: render.Screen, what: str, path: str, line: int) -> list[Problem]:

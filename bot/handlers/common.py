@@ -182,6 +182,7 @@ async def record(
     item_id: str | None = None,
     option_id: str | None = None,
     verdict: str | None = None,
+    failed_check: str | None = None,
 ) -> None:
     """Record a learning event of the update's learner, in the course language they are shown."""
     await context.services.db.record_event(
@@ -192,4 +193,5 @@ async def record(
         item_id=item_id,
         option_id=option_id,
         verdict=verdict,
+        failed_check=failed_check,
     )

@@ -11,12 +11,12 @@ from telegram.ext import BaseHandler, CallbackQueryHandler, CommandHandler, Mess
 
 from bot import commands, feedback, render
 from bot.callbacks import LeavePractice, ShowHint, StartPractice, matches
+from bot.content import telegram_limits
 from bot.content.model import Exercise, Lesson
 from bot.context import CourseContext, SnippetRunner
 from bot.handlers.common import button, for_learner, lesson_gone, record, reply, send
 from bot.i18n import _
 from bot.learner import EventKind, Learner
-from bot.safehtml import Html
 from bot.states import PRACTICE, Practice, PracticeStep, practice_state
 from runner.client import Limits, RunnerBusy, RunnerError, RunResult
 
@@ -166,12 +166,11 @@ async def _run(
             return
         services.metrics.jobs.labels(result.status).inc()
         services.metrics.job_seconds.observe(time.monotonic() - started)
-        output = feedback.output_block(result)
         status = feedback.status_line(result, Limits.from_dict(runner.info.get("limits")))
         if lesson is None or exercise is None or not await _still_practising(context, learner, lesson):
-            await send(context, learner.chat_id, render.run_output(output, status))
+            await send(context, learner.chat_id, render.run_output(feedback.output_block(result), status))
             return
-        await _verdict(context, learner, lesson, exercise, result, output, status)
+        await _verdict(context, learner, lesson, exercise, result, status)
     finally:
         services.running.discard(learner.user_id)
 
@@ -188,27 +187,26 @@ async def _verdict(
     lesson: Lesson,
     exercise: Exercise,
     result: RunResult,
-    output: Html,
     status: str | None,
 ) -> None:
     db = context.services.db
     await db.record_attempt(learner.user_id, lesson.id, result.passed)
+    verdict, failed_check = feedback.run_event(result)
+    await record(context, EventKind.RUN, lesson.id, item_id="exercise", verdict=verdict, failed_check=failed_check)
     if result.passed:
         await db.stop_practice(learner.user_id)
     lines = ([status] if status and result.status != "ok" else []) + feedback.check_feedback(exercise, result)
+    likely = feedback.likely_mistakes(exercise, result)
     current = await db.find_learner(learner.user_id)
-    await send(
-        context,
-        learner.chat_id,
-        render.practice_verdict(
-            context.course,
-            lesson,
-            output,
-            feedback.feedback_lines(lines),
-            passed=result.passed,
-            hints_shown=current.hints_shown if current else 0,
+    hints_shown = current.hints_shown if current else 0
+    # Whatever the run printed or failed on, the verdict fits in one message: the output gives way.
+    screen = telegram_limits.fitting(
+        lambda room: feedback.verdict_screen(
+            context.course, lesson, result, lines, likely, hints_shown=hints_shown, output_room=room
         ),
+        feedback.OUTPUT_MAX,
     )
+    await send(context, learner.chat_id, screen)
 
 
 def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
