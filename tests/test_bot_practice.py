@@ -242,3 +242,18 @@ def rows_of(bot, sql: str) -> list[tuple]:
         found = conn.execute(sql).fetchall()
     conn.close()
     return found
+
+
+async def test_each_graded_run_is_a_learning_event_with_its_verdict_and_first_failing_check(practising_bot, standin):
+    ada = standin.learner(user_id=5008)
+    lesson = COURSE.lesson("requires-grad")
+    await _open_practice(ada, standin, lesson)
+    for code in (lesson.exercise.starter, lesson.exercise.solution):
+        await send_and_wait(ada, code, lambda m: "reply_markup" in m, timeout=30)
+    await standin.settle()
+    runs = rows_of(
+        practising_bot,
+        "SELECT language, lesson_id, item_id, verdict, failed_check FROM events WHERE kind = 'run' ORDER BY id",
+    )
+    assert [r[:4] for r in runs] == [("en", lesson.id, "exercise", "failed"), ("en", lesson.id, "exercise", "passed")]
+    assert runs[0][4] in {check.id for check in lesson.exercise.checks} and runs[1][4] is None
