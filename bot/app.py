@@ -18,10 +18,10 @@ from telegram import BotCommand, Update
 from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import Application, ApplicationBuilder, BaseHandler, ContextTypes
 
-from bot import control
+from bot import control, events
 from bot.commands import COMMANDS
 from bot.config import Config
-from bot.content.live import Library, Reloaded
+from bot.content.live import Edition, Library, Reloaded
 from bot.content.watch import Watcher
 from bot.context import BotData, CourseContext, Services, SnippetRunner, update_scope
 from bot.errors import ConfigError, StorageError
@@ -169,8 +169,10 @@ class CourseBot:
         self.library = Library(config.lessons_dir, config.locales_dir)  # invalid lessons raise ContentError here
         self.db: Database | None = None
         self.app: CourseApplication | None = None
+        self._purge: asyncio.Task[None] | None = None
         self.monitoring: MonitoringServer | None = None
         self._watcher: asyncio.Task[None] | None = None
+        self.library.prepare = self._adopt
 
     async def reload(self) -> Reloaded:
         """Read the lessons and catalogs again: in use from the next update if valid, refused if not."""
@@ -183,6 +185,11 @@ class CourseBot:
             except TelegramError as exc:
                 log.warning("after the reload, the command menu or a slide could not be updated: %s", exc)
         return outcome
+
+    async def _adopt(self, edition: Edition) -> None:
+        # Before an edition is put in use: places on slides it no longer has move on (see Database.adopt_course).
+        if self.db is not None:
+            await self.db.adopt_course(edition.content.english)
 
     async def __aenter__(self) -> CourseBot:
         # Before the runner's slow start: a database this process cannot write refuses the start at once.
@@ -200,8 +207,10 @@ class CourseBot:
             await self._stack.aclose()
             raise
         self._stack.push_async_callback(_close_control, server, self.config.control_path)
-        self.db = await Database.open(self.config.db_path)
+        self.db = await Database.open(self.config.db_path, events_days=self.config.events_days)
         try:
+            # Before any learner is served: places on slides the lessons no longer have move on.
+            await self._adopt(self.library.current)
             services = Services(self.config, self.library, self.db, runner)
             self.app = build_application(self.config, services)
             await self.app.initialize()
@@ -228,6 +237,7 @@ class CourseBot:
             await self.db.close()
             await self._stack.aclose()
             raise
+        self._purge = asyncio.create_task(events.purge_daily(self.db), name="learning events purge")
         if self.config.watch:
             watcher = Watcher([self.config.lessons_dir, self.config.locales_dir], self.reload)
             self._watcher = asyncio.create_task(watcher.run(), name="content watcher")
@@ -238,10 +248,11 @@ class CourseBot:
         app, db = self.app, self.db
         if app is None or db is None:
             return
-        if self._watcher is not None:
-            self._watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watcher
+        for task in (self._purge, self._watcher):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         try:
             if app.updater is not None and app.updater.running:
                 await app.updater.stop()

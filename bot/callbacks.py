@@ -76,10 +76,14 @@ class CallbackData:
 
 @dataclass(frozen=True)
 class ShowSlide(CallbackData, prefix="s"):
-    """Show slide ``slide`` (0-based) of a lesson."""
+    """Show the slide with id ``slide`` of a lesson.
+
+    An id, never a position: a button on an old message still names the same slide after the lesson
+    was edited. (Buttons made before ids, "s:lesson:3", name no slide and show the learner's place.)
+    """
 
     lesson: str
-    slide: int
+    slide: str
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,13 @@ class ShowMenu(CallbackData, prefix="m"):
 @dataclass(frozen=True)
 class StartQuiz(CallbackData, prefix="q"):
     """Start a lesson's Quick Check."""
+
+    lesson: str
+
+
+@dataclass(frozen=True)
+class ResendPoll(CallbackData, prefix="a"):
+    """Send the awaited poll of the lesson's Quick Check round again."""
 
     lesson: str
 

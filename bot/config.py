@@ -35,6 +35,8 @@ class Config:
     # Updates processed at once; updates of one learner are always handled in order.
     concurrent_updates: int = 256
     log_level: str = "INFO"
+    # Days learning events are kept for `coursebot stats`; 0 records none. Purged at start and daily.
+    events_days: int = 365
     # "text" lines for people, or "json": one object per line with the update's id, handler and latency.
     log_format: str = "text"
     # Where GET /healthz and GET /metrics are served, as (host, port); None: not served. The image serves
@@ -98,6 +100,7 @@ class Config:
         _set(values, "messages_per_second", _number(env, "COURSEBOT_MESSAGES_PER_SECOND", float, 0.1))
         _set(values, "max_retries", _number(env, "COURSEBOT_MAX_RETRIES", int, 0))
         _set(values, "concurrent_updates", _number(env, "COURSEBOT_CONCURRENT_UPDATES", int, 1))
+        _set(values, "events_days", _number(env, "COURSEBOT_EVENTS_DAYS", int, 0))
         _set(values, "log_level", _log_level(env))
         _set(values, "log_format", _choice(env, "COURSEBOT_LOG_FORMAT", LOG_FORMATS))
         _set(values, "monitoring", _monitoring(env))

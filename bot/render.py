@@ -15,6 +15,7 @@ from bot.callbacks import (
     Continue,
     LeavePractice,
     OpenLesson,
+    ResendPoll,
     RetakeMissed,
     ShowHint,
     ShowMenu,
@@ -26,7 +27,7 @@ from bot.commands import COMMANDS
 from bot.content.model import Course, Exercise, Lesson, Question
 from bot.i18n import _, date, fraction, ngettext, number, own_name, percent
 from bot.learner import NOT_STARTED, LessonProgress
-from bot.navigation import Place
+from bot.navigation import Place, slide_index
 from bot.safehtml import Html, bold, code_block, escape, fill, italic, join
 from bot.states import Stage, stage
 
@@ -41,11 +42,12 @@ class Screen:
 
 @dataclass(frozen=True)
 class PollSpec:
-    """A quiz poll ready to send."""
+    """A quiz poll ready to send: its options in the order shown, with their ids."""
 
     question: str
     options: tuple[str, ...]
-    correct: int
+    option_ids: tuple[str, ...]
+    correct: int  # the position of the right option as shown
     explanation: str
 
 
@@ -85,7 +87,7 @@ def lesson_state(lesson: Lesson, progress: LessonProgress, *, dated: bool = Fals
         return _("Quick Check to answer")
     if current is Stage.READING:
         return _("in progress, slide {n} of {total}").format(
-            n=number(progress.slide + 1), total=number(len(lesson.slides))
+            n=number(slide_index(lesson, progress) + 1), total=number(len(lesson.slides))
         )
     return _("not started")
 
@@ -129,8 +131,11 @@ def menu(
     return Screen(join(parts), _keyboard(*rows))
 
 
-def slide(course: Course, lesson: Lesson, index: int) -> Screen:
-    """Render slide ``index`` of ``lesson`` with Back, Next (or Quick Check) and 'n / N'."""
+def slide(course: Course, lesson: Lesson, index: int, *, done: bool = False) -> Screen:
+    """Render slide ``index`` of ``lesson`` with Back, Next (or Quick Check) and 'n / N'.
+
+    The last slide of a lesson ``done`` also offers the way forward: its practice and the next lesson.
+    """
     current = lesson.slides[index]
     header = fill(
         _("Lesson {n} of {total}: {title}"),
@@ -149,18 +154,32 @@ def slide(course: Course, lesson: Lesson, index: int) -> Screen:
     parts.append(fraction(index + 1, len(lesson.slides)))
     nav = []
     if index > 0:
-        nav.append(_button(_("◀ Back"), ShowSlide(lesson.id, index - 1)))
+        nav.append(_button(_("◀ Back"), ShowSlide(lesson.id, lesson.slides[index - 1].id)))
     if index < lesson.last_slide:
-        nav.append(_button(_("Next ▶"), ShowSlide(lesson.id, index + 1)))
-    else:
-        nav.append(_button(_("Quick Check ▶"), StartQuiz(lesson.id)))
-    return Screen(join(parts), _keyboard(nav, _lessons_button()))
+        nav.append(_button(_("Next ▶"), ShowSlide(lesson.id, lesson.slides[index + 1].id)))
+        return Screen(join(parts), _keyboard(nav, _lessons_button()))
+    nav.append(_button(_("Quick Check ▶"), StartQuiz(lesson.id)))
+    onward = [_practice_button(lesson), _next_lesson_button(course, lesson)] if done else []
+    return Screen(join(parts), _keyboard(nav, *onward, _lessons_button()))
 
 
-def quiz_intro(lesson: Lesson, remaining: int, *, retake: bool) -> Screen:
-    """Render the message that replaces the slides while the Quick Check polls are answered."""
+def _practice_button(lesson: Lesson) -> list[InlineKeyboardButton]:
+    if lesson.exercise is None:
+        return []
+    label = _("💻 Practice: {title}").format(title=lessontext.to_plain(lesson.exercise.title))
+    return [_button(label, StartPractice(lesson.id))]
+
+
+def quiz_intro(lesson: Lesson, remaining: int, *, retake: bool, sent: bool = True) -> Screen:
+    """Render the message that replaces the slides while the Quick Check polls are answered.
+
+    Its first button sends the awaited poll again: a poll lost, deleted or never sent is one tap away.
+    ``sent`` False says the poll could not be sent just now.
+    """
     title = fill(_("Quick Check: {title}"), title=lessontext.to_html(lesson.title))
-    if retake:
+    if not sent:
+        body = _("The question could not be sent just now. Tap “Send the question again” to try once more.")
+    elif retake:
         body = ngettext(
             "One question you missed, asked again. Answer the poll below.",
             "{n} questions you missed, asked again. Answer the polls below, one at a time.",
@@ -174,16 +193,21 @@ def quiz_intro(lesson: Lesson, remaining: int, *, retake: bool) -> Screen:
         ).format(n=number(remaining))
     return Screen(
         join([bold(title), body], "\n"),
-        _keyboard([_button(_("◀ Back to the slides"), ShowSlide(lesson.id, lesson.last_slide))]),
+        _keyboard(
+            [_button(_("↻ Send the question again"), ResendPoll(lesson.id))],
+            [_button(_("◀ Back to the slides"), ShowSlide(lesson.id, lesson.slides[-1].id))],
+        ),
     )
 
 
-def poll(question: Question) -> PollSpec:
-    """Return the quiz poll for ``question``."""
+def poll(question: Question, order: tuple[int, ...] | None = None) -> PollSpec:
+    """Return the quiz poll for ``question``, its options in ``order`` (positions in the file; default: as written)."""
+    shown = order if order is not None else tuple(range(len(question.options)))
     return PollSpec(
         lessontext.plain(question.question),
-        tuple(lessontext.plain(o) for o in question.options),
-        question.correct,
+        tuple(lessontext.plain(question.options[i]) for i in shown),
+        tuple(question.option_ids[i] for i in shown),
+        shown.index(question.correct),
         lessontext.plain(question.explanation),
     )
 
@@ -195,10 +219,7 @@ def quiz_result(course: Course, lesson: Lesson, correct: int, missed: int) -> Sc
     parts: list[str] = [bold(score), join([bold(_("Recap")), lessontext.to_html(lesson.recap)], "\n")]
     if lesson.recap_fallback:
         parts.append(fallback_notice())
-    rows = []
-    if lesson.exercise is not None:
-        label = _("💻 Practice: {title}").format(title=lessontext.to_plain(lesson.exercise.title))
-        rows.append([_button(label, StartPractice(lesson.id))])
+    rows = [_practice_button(lesson)]
     if missed:
         label = ngettext("↻ Retake the question I missed", "↻ Retake the {n} questions I missed", missed).format(
             n=number(missed)
@@ -351,6 +372,20 @@ def practice_verdict(
         parts.append(join([bold(_("Not yet:")), feedback], "\n"))
         parts.append(italic(_("Change your code and send it again; try as often as you like.")))
     return Screen(join(parts), _practice_buttons(lesson, course, hints_shown, passed=passed))
+
+
+def practice_left(course: Course, lesson: Lesson | None) -> Screen:
+    """Render the answer to leaving the practice (of ``lesson``, if still in the course), with the ways on."""
+    text = escape(
+        lessontext.plain(_("You left the practice: messages are no longer checked as answers. /run still runs code."))
+    )
+    if lesson is None or lesson.exercise is None:
+        return Screen(text, _keyboard(_lessons_button()))
+    back = _("💻 Back to the practice: {title}").format(title=lessontext.to_plain(lesson.exercise.title))
+    return Screen(
+        text,
+        _keyboard([_button(back, StartPractice(lesson.id))], _next_lesson_button(course, lesson), _lessons_button()),
+    )
 
 
 def hint(lesson: Lesson, course: Course, shown: int) -> Screen:

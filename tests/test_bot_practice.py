@@ -5,6 +5,7 @@ The bot talks to the real runner (embedded: a separate process, the real sandbox
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from dataclasses import replace
 
 import pytest
@@ -200,3 +201,59 @@ async def test_a_verdict_with_endless_output_and_every_check_failing_is_still_de
     verdict = await send_and_wait(ada, code, lambda m: "reply_markup" in m, timeout=30)
     assert "Not yet" in verdict["text"] and "cut here" in verdict["text"]
     assert all(c.fail.split("`")[1] in verdict["text"] for c in lesson.exercise.checks)
+
+
+# Leaving the practice leaves it.
+
+
+async def test_after_leaving_code_is_run_but_no_longer_graded(practising_bot, standin):
+    ada = standin.learner(user_id=5006)
+    intro = await _open_practice(ada, standin, COURSE.lesson("requires-grad"))
+    since = ada.cursor()
+    await ada.tap(intro, "Leave the practice")
+    await ada.wait_message(since=since)
+    # The reproduction: leave, send print(1), and the bot answered "Not yet: ✗ w.is_leaf".
+    plain = await send_and_wait(ada, "print(1)")
+    assert "Not yet" not in plain["text"] and "/lessons" in plain["text"]
+    ran = await send_and_wait(ada, "```python\nprint(1)\n```", timeout=30)
+    assert ran["text"].strip() == "1"
+    assert await practising_bot.db.exercises_passed(5006) == set()
+    await standin.settle()
+    assert rows_of(practising_bot, "SELECT count(*) FROM exercise_attempts") == [(0,)]
+
+
+async def test_a_run_that_comes_back_after_the_learner_left_gets_no_verdict(practising_bot, standin):
+    ada = standin.learner(user_id=5007)
+    lesson = COURSE.lesson("grad")
+    intro = await _open_practice(ada, standin, lesson)
+    since = ada.cursor()
+    await ada.send("import time\ntime.sleep(2)\nprint('slow')\n" + lesson.exercise.starter)
+    await ada.tap(intro, "Leave the practice")
+    left = await ada.wait_message(lambda m: "left the practice" in m.get("text", ""), since=since, timeout=10)
+    output = await ada.wait_message(lambda m: "slow" in m.get("text", ""), since=since, timeout=30)
+    assert "Not yet" not in output["text"] and "reply_markup" not in output
+    assert left["message_id"] < output["message_id"]
+    await standin.settle()
+    assert rows_of(practising_bot, "SELECT count(*) FROM exercise_attempts") == [(0,)]
+
+
+def rows_of(bot, sql: str) -> list[tuple]:
+    with sqlite3.connect(bot.db.path) as conn:
+        found = conn.execute(sql).fetchall()
+    conn.close()
+    return found
+
+
+async def test_each_graded_run_is_a_learning_event_with_its_verdict_and_first_failing_check(practising_bot, standin):
+    ada = standin.learner(user_id=5008)
+    lesson = COURSE.lesson("requires-grad")
+    await _open_practice(ada, standin, lesson)
+    for code in (lesson.exercise.starter, lesson.exercise.solution):
+        await send_and_wait(ada, code, lambda m: "reply_markup" in m, timeout=30)
+    await standin.settle()
+    runs = rows_of(
+        practising_bot,
+        "SELECT language, lesson_id, item_id, verdict, failed_check FROM events WHERE kind = 'run' ORDER BY id",
+    )
+    assert [r[:4] for r in runs] == [("en", lesson.id, "exercise", "failed"), ("en", lesson.id, "exercise", "passed")]
+    assert runs[0][4] in {check.id for check in lesson.exercise.checks} and runs[1][4] is None

@@ -166,7 +166,7 @@ def test_lint_of_a_broken_copy_prints_file_line_message_and_exits_two(lessons):
     path = lessons / "en" / "03-grad.yaml"
     text = path.read_text(encoding="utf-8")
     text = text.replace("  - id: why-accumulate\n", "  - id: Why\n")
-    text = text.replace("      - text: tensor(12.)\n        correct: true\n", "      - text: tensor(12.)\n")
+    text = text.replace("        text: tensor(12.)\n        correct: true\n", "        text: tensor(12.)\n")
     path.write_text(text, encoding="utf-8")
     result = cli("lint", str(lessons))
     assert result.returncode == 2
@@ -257,7 +257,7 @@ async def test_db_backup_copies_the_database_named_by_coursebot_db(tmp_path):
     source = tmp_path / "data" / "coursebot.sqlite3"
     database = await Database.open(source)
     await database.learner(42, 4242, "en")
-    await database.show_slide(42, "grad", 3, last_slide=12, message_id=None)
+    await database.show_slide(42, "grad", "retain-grad", furthest_slide_id="retain-grad", last=False, message_id=None)
     await database.close()
     target = tmp_path / "backups" / "copy.sqlite3"
     result = cli("db", "backup", str(target), COURSEBOT_DB=str(source))
@@ -265,7 +265,9 @@ async def test_db_backup_copies_the_database_named_by_coursebot_db(tmp_path):
     assert result.stdout == f"backed up {source} to {target}\n"
     with sqlite3.connect(target) as conn:
         assert conn.execute("SELECT user_id, chat_id FROM learners").fetchall() == [(42, 4242)]
-        assert conn.execute("SELECT lesson_id, furthest_slide FROM lesson_progress").fetchall() == [("grad", 3)]
+        assert conn.execute("SELECT lesson_id, furthest_slide_id FROM lesson_progress").fetchall() == [
+            ("grad", "retain-grad")
+        ]
     conn.close()
 
 

@@ -276,8 +276,8 @@ def test_question_with_no_correct_option_is_reported_at_its_options(lessons):
     path = grad(lessons)
     edit(
         path,
-        "      - text: Divide each chunk's loss by 4 before backward()\n        correct: true\n",
-        "      - text: Divide each chunk's loss by 4 before backward()\n",
+        "        text: Divide each chunk's loss by 4\n        correct: true\n",
+        "        text: Divide each chunk's loss by 4\n",
     )
     line = line_of(path, "options:", after="- id: chunk-scaling")
     assert problems(lessons) == [
@@ -289,8 +289,8 @@ def test_question_with_two_correct_options_is_reported_at_its_options(lessons):
     path = grad(lessons)
     edit(
         path,
-        "      - text: Call zero_grad() between the chunks\n",
-        "      - text: Call zero_grad() between the chunks\n        correct: true\n",
+        "        text: Call zero_grad() between the chunks\n",
+        "        text: Call zero_grad() between the chunks\n        correct: true\n",
     )
     line = line_of(path, "options:", after="- id: chunk-scaling")
     assert problems(lessons) == [
@@ -302,8 +302,8 @@ def test_correct_must_be_true_or_false(lessons):
     path = grad(lessons)
     edit(
         path,
-        "      - text: Divide each chunk's loss by 4 before backward()\n        correct: true\n",
-        "      - text: Divide each chunk's loss by 4 before backward()\n        correct: maybe\n",
+        "        text: Divide each chunk's loss by 4\n        correct: true\n",
+        "        text: Divide each chunk's loss by 4\n        correct: maybe\n",
     )
     line = line_of(path, "correct: maybe")
     assert f"{path}:{line}: question 'chunk-scaling', option 1: 'correct' must be true or false" in problems(lessons)
@@ -313,34 +313,82 @@ def test_unknown_option_key_is_reported_at_its_line(lessons):
     path = grad(lessons)
     edit(
         path,
-        "      - text: Multiply the learning rate by 4\n",
-        "      - text: Multiply the learning rate by 4\n        hint: no\n",
+        "        text: Multiply the learning rate by 4\n",
+        "        text: Multiply the learning rate by 4\n        hint: no\n",
     )
     line = line_of(path, "hint: no")
     assert (
-        f"{path}:{line}: question 'chunk-scaling', option 3: unknown key 'hint' (expected correct, text)"
+        f"{path}:{line}: question 'chunk-scaling', option 3: unknown key 'hint' (expected correct, id, text)"
         in problems(lessons)
     )
 
 
-def test_the_correct_option_index_is_the_marked_one(lessons):
+def test_an_english_option_without_an_id_is_reported_at_its_line(lessons):
     path = grad(lessons)
-    edit(path, "      - text: tensor(12.)\n        correct: true\n", "      - text: tensor(12.)\n")
-    edit(path, "      - text: None\n", "      - text: None\n        correct: true\n")
+    edit(path, "      - id: scale-lr\n        text: Multiply", "      - text: Multiply")
+    line = line_of(path, "- text: Multiply")
+    assert problems(lessons) == [f"{path}:{line}: option without an 'id'"]
+
+
+def test_an_english_option_as_plain_text_is_reported_at_its_line(lessons):
+    path = grad(lessons)
+    edit(path, "      - id: scale-lr\n        text: Multiply the learning rate by 4\n", "      - Multiply the rate\n")
+    line = line_of(path, "- Multiply the rate")
+    assert problems(lessons) == [
+        f"{path}:{line}: question 'chunk-scaling': each entry of 'options' must be a mapping with an 'id'"
+    ]
+
+
+def test_a_duplicate_option_id_is_reported_with_the_first(lessons):
+    path = grad(lessons)
+    edit(path, "      - id: scale-lr\n", "      - id: zero-between\n")
+    first = line_of(path, "- id: zero-between")
+    line = line_of(path, "- id: zero-between", after="text: Call zero_grad() between the chunks")
+    assert problems(lessons) == [f"{path}:{line}: duplicate option id 'zero-between' (first at line {first})"]
+
+
+@pytest.mark.parametrize("written", ["No", "Scale_LR", "-scale"])
+def test_an_option_id_that_is_not_lowercase_words_is_refused(lessons, written):
+    path = grad(lessons)
+    edit(path, "      - id: scale-lr\n", f"      - id: {written}\n")
+    line = line_of(path, f"- id: {written}")
+    [found] = problems(lessons)
+    assert found.startswith(f"{path}:{line}: option id ")
+    assert found.endswith("must be lowercase words joined by '-'")
+
+
+def test_options_keep_their_ids_and_the_correct_one_is_the_marked_one(lessons):
+    path = grad(lessons)
+    edit(path, "        text: tensor(12.)\n        correct: true\n", "        text: tensor(12.)\n")
+    edit(path, "        text: None\n", "        text: None\n        correct: true\n")
     content, found = parse(lessons)
     assert found == []
     question = content.english.lesson("grad").question("second-pass")
     assert question.options == ("tensor(12.)", "tensor(6.)", "tensor(0.)", "None")
-    assert question.correct == 3
+    assert question.option_ids == ("twelve", "six", "zero", "no-grad")
+    assert (question.correct, question.correct_id) == (3, "no-grad")
+    assert question.option_text("zero") == "tensor(0.)"
+    assert question.option_text("gone") is None
 
 
 @pytest.mark.parametrize("written", ["6.", "0.10"])
 def test_numeric_looking_option_is_shown_as_written(lessons, written):
     path = grad(lessons)
-    edit(path, "      - text: tensor(6.)\n", f"      - text: {written}\n")
+    edit(path, "        text: tensor(6.)\n", f"        text: {written}\n")
     content, found = parse(lessons)
     assert found == []
     assert content.english.lesson("grad").question("second-pass").options[1] == written
+
+
+def test_a_slide_id_too_long_for_its_buttons_data_is_reported_at_the_slide(lessons):
+    # Back and Next carry the lesson id and the slide id: 2 + 29 + 1 + 33 bytes is one too many.
+    path = grad(lessons)
+    edit(path, "id: grad\n", "id: reading-and-zeroing-gradients\n")
+    edit(path, "  - id: leaves-only\n", "  - id: leaves-only-and-nothing-else-here\n")
+    line = line_of(path, "- id: leaves-only-and-nothing-else-here")
+    [found] = problems(lessons)
+    assert found.startswith(f"{path}:{line}: slide 'leaves-only-and-nothing-else-here': ")
+    assert "65 bytes; Telegram allows 64" in found
 
 
 # Counts.
@@ -676,10 +724,10 @@ def test_partial_translation_leaves_other_lessons_all_english_with_fallback(part
         assert [s.text for s in lesson.slides] == [s.text for s in english.slides]
 
 
-def test_translated_question_takes_the_correct_index_from_english(lessons):
+def test_translated_question_takes_the_correct_answer_and_the_option_ids_from_english(lessons):
     path = grad(lessons)
-    edit(path, "      - text: tensor(12.)\n        correct: true\n", "      - text: tensor(12.)\n")
-    edit(path, "      - text: tensor(0.)\n", "      - text: tensor(0.)\n        correct: true\n")
+    edit(path, "        text: tensor(12.)\n        correct: true\n", "        text: tensor(12.)\n")
+    edit(path, "        text: tensor(0.)\n", "        text: tensor(0.)\n        correct: true\n")
     translate(lessons)
     content, found = parse(lessons)
     assert found == []
@@ -687,6 +735,7 @@ def test_translated_question_takes_the_correct_index_from_english(lessons):
     assert question.fallback is False
     assert question.question == "Чему теперь равен x.grad?"
     assert question.correct == 2
+    assert question.option_ids == ("twelve", "six", "zero", "no-grad")  # by position, in the English order
 
 
 def test_english_course_has_no_fallback(partial):

@@ -51,7 +51,7 @@ ANNOTATION_RE = re.compile(r"^\s*print\(.*\)\s+# -> (?P<value>.*?)\s*$")
 
 SLIDE_KEYS = {"id", "title", "text", "code", "setup"}
 QUESTION_KEYS = {"id", "question", "options", "explanation"}
-OPTION_KEYS = {"text", "correct"}
+OPTION_KEYS = {"id", "text", "correct"}
 LESSON_KEYS = {"id", "title", "summary", "slides", "quiz", "recap", "exercise"}
 EXERCISE_KEYS = {"title", "instructions", "starter", "hints", "checks", "solution"}
 CHECK_KEYS = {"id", "expr", "kind", "expect", "fail"}
@@ -464,11 +464,17 @@ def structure_problems(data: dict) -> list[str]:
         if not OPTIONS_MIN <= len(options) <= OPTIONS_MAX:
             add(f"{at}: {len(options)} options, want {OPTIONS_MIN}-{OPTIONS_MAX}")
         texts = []
+        option_ids: set[str] = set()
         correct = 0
         for opt in options:
             if not isinstance(opt, dict) or set(opt) - OPTION_KEYS:
                 add(f"{at}: bad option {opt!r}")
                 continue
+            if not ID_RE.match(str(opt.get("id"))):
+                add(f"{at}: option {opt.get('text')!r} has a bad id {opt.get('id')!r}")
+            elif opt["id"] in option_ids:
+                add(f"{at}: duplicate option id {opt['id']!r}")
+            option_ids.add(str(opt.get("id")))
             otext = opt.get("text")
             if not one_line(otext):
                 add(f"{at}: option text must be one non-empty line: {otext!r}")
@@ -617,6 +623,8 @@ def test_structure_check_catches_bad_lessons():
     assert "line breaks" in broken(lambda d: d["quiz"][0].__setitem__("explanation", "a\nb\nc\nd"))
     assert "question is" in broken(lambda d: d["quiz"][0].__setitem__("question", "q" * 301))
     assert "option is" in broken(lambda d: d["quiz"][0]["options"][1].__setitem__("text", "o" * 101))
+    assert "has a bad id" in broken(lambda d: d["quiz"][0]["options"][1].pop("id"))
+    assert "duplicate option id" in broken(lambda d: d["quiz"][0]["options"][1].__setitem__("id", "not-leaf"))
     assert "questions, want" in broken(lambda d: d["quiz"].__delitem__(slice(1, None)))
     assert "bad id" in broken(lambda d: d["slides"][0].__setitem__("id", "Bad_Id"))
     assert "unclosed ` mark" in broken(lambda d: d["slides"][0].__setitem__("text", "a `b"))

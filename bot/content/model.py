@@ -34,7 +34,12 @@ class Slide:
 
 @dataclass(frozen=True)
 class Question:
-    """One Quick Check question, sent as a native Telegram quiz poll."""
+    """One Quick Check question, sent as a native Telegram quiz poll.
+
+    Options are listed in the English file's order: ``options`` holds their texts (translated, in a
+    translation), ``option_ids`` their stable ids (always the English ones), ``correct`` the index of the
+    right one. The bot shows them shuffled (bot.shuffle) and records answers by id.
+    """
 
     id: str
     question: str
@@ -43,6 +48,23 @@ class Question:
     explanation: str
     fallback: bool = False
     source: Source = field(default=_NOWHERE, compare=False)
+    # Lesson files give every option an id; a question built in code without them gets option-1, option-2...
+    option_ids: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.option_ids:
+            object.__setattr__(self, "option_ids", tuple(f"option-{n}" for n in range(1, len(self.options) + 1)))
+        if len(self.option_ids) != len(self.options):
+            raise ValueError(f"question {self.id!r}: {len(self.option_ids)} option ids for {len(self.options)} options")
+
+    @property
+    def correct_id(self) -> str:
+        """Return the id of the right option."""
+        return self.option_ids[self.correct]
+
+    def option_text(self, option_id: str) -> str | None:
+        """Return the text of the option with this id, or None if the question has no such option."""
+        return next((t for i, t in zip(self.option_ids, self.options, strict=True) if i == option_id), None)
 
 
 # The placeholders a check's fail message may use: what the learner's code produced, and what it should have.
@@ -110,6 +132,10 @@ class Lesson:
     def question(self, question_id: str) -> Question | None:
         """Return the question with this id, or None."""
         return next((q for q in self.quiz if q.id == question_id), None)
+
+    def slide_index(self, slide_id: str) -> int | None:
+        """Return the position of the slide with this id, or None if the lesson has no such slide."""
+        return next((i for i, s in enumerate(self.slides) if s.id == slide_id), None)
 
     @property
     def last_slide(self) -> int:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bot import lessontext
+from bot.callbacks import ShowSlide
 from bot.content.model import (
     CHECK_KINDS,
     FAIL_PLACEHOLDERS,
@@ -30,7 +31,7 @@ from bot.errors import Problem
 from bot.i18n import DEFAULT_LANGUAGE
 from runner.client import Check, InvalidRequest
 
-# A lesson id travels in button data (callbacks.MAX_BYTES in all, with a prefix and a slide number).
+# A lesson id travels in button data (callbacks.MAX_BYTES in all, with a prefix and a slide id).
 LESSON_ID_MAX = 32
 LANGUAGE_DIR = re.compile(r"^[a-z]{2,3}(_[A-Z][a-zA-Z]{1,3})?$")
 
@@ -69,6 +70,8 @@ def _read_english_lesson(file: ContentFile, data: LinedMap, number: int) -> Less
         file.problem(data.key_lines["id"], f"lesson id '{top['id']}' must be lowercase words joined by '-'")
     elif len(top["id"]) > LESSON_ID_MAX:
         file.problem(data.key_lines["id"], f"lesson id '{top['id']}' is longer than {LESSON_ID_MAX} characters")
+    else:
+        _check_slide_buttons(file, top["id"], [slide for slide in slides if slide is not None])
     for key in ("title", "summary", "recap"):
         file.check_lesson_text(data, key, "lesson")
     _count(file, data, "slides", len(data["slides"]), SLIDE_COUNT, "slides")
@@ -88,6 +91,15 @@ def _read_english_lesson(file: ContentFile, data: LinedMap, number: int) -> Less
         exercise=exercise,
         source=file.source(data.line),
     )
+
+
+def _check_slide_buttons(file: ContentFile, lesson_id: str, slides: list[Slide]) -> None:
+    """Report a slide whose Back or Next button could not carry its id (Telegram's 64 bytes of data)."""
+    for slide in slides:
+        try:
+            ShowSlide(lesson_id, slide.id).pack()
+        except ValueError as exc:
+            file.problem(slide.source.line, f"slide '{slide.id}': {exc}")
 
 
 HINT_COUNT = (1, 3)
@@ -240,21 +252,23 @@ def _read_question(file: ContentFile, line: int, item: LinedMap, question_id: st
     values = file.fields(item, where, {"id": str, "question": str, "options": list, "explanation": str}, {})
     if values is None:
         return None
+    listed = file.items(item, "options", where)
+    if len(listed) != len(values["options"]):
+        return None  # an option that is not a mapping, reported by items()
     options: list[str] = []
+    ids: list[str] = []
     correct: list[int] = []
-    for index, (opt_line, option) in enumerate(zip(values["options"].item_lines, values["options"], strict=True)):
-        if isinstance(option, LinedMap):
-            fields = file.fields(option, f"{where}, option {index + 1}", {"text": str}, {"correct": bool})
-            if fields is None:
-                return None
-            options.append(fields["text"])
-            if fields.get("correct"):
-                correct.append(index)
-        elif isinstance(option, str) and option.strip():
-            options.append(str(option).strip())
-        else:
-            file.problem(opt_line, f"{where}: option {index + 1} must be text or a mapping with 'text'")
+    # Each option's id is what an answer is recorded by, whatever order the bot shows the options in.
+    for index, (_opt_line, option, option_id) in enumerate(file.unique_ids(listed, "option")):
+        fields = file.fields(option, f"{where}, option {index + 1}", {"id": str, "text": str}, {"correct": bool})
+        if fields is None:
             return None
+        options.append(fields["text"])
+        ids.append(option_id)
+        if fields.get("correct"):
+            correct.append(index)
+    if len(options) != len(listed):
+        return None  # an option without a usable id, reported by unique_ids()
     if len(correct) != 1:
         found = "none is" if not correct else f"{len(correct)} are"
         file.problem(item.key_lines["options"], f"{where}: exactly one option must have 'correct: true', {found}")
@@ -265,6 +279,7 @@ def _read_question(file: ContentFile, line: int, item: LinedMap, question_id: st
         options=tuple(options),
         correct=correct[0],
         explanation=values["explanation"],
+        option_ids=tuple(ids),
         source=file.source(line),
     )
 
