@@ -8,11 +8,10 @@ import functools
 import logging
 import signal
 from collections.abc import AsyncIterator
-from typing import Any
 
 from telegram import BotCommand, Update
 from telegram.error import InvalidToken, NetworkError, TelegramError
-from telegram.ext import Application, ApplicationBuilder, BaseHandler, ContextTypes
+from telegram.ext import ApplicationBuilder, BaseHandler, ContextTypes
 
 from bot.commands import COMMANDS
 from bot.config import Config
@@ -24,11 +23,11 @@ from bot.handlers import course, fallback, language, lessons, practice, progress
 from bot.i18n import DEFAULT_LANGUAGE, I18n, _, telegram_code
 from bot.ratelimit import CourseRateLimiter
 from bot.storage.db import Database
-from bot.updates import PerLearnerOrder, deduplication
+from bot.updates import Inbox, InboxApplication, PerLearnerOrder, Polling
 from runner.client import RunnerClient
 
 # Application[bot, context, user_data, chat_data, bot_data, job_queue], as build_application makes it.
-CourseApplication = Application[Any, CourseContext, Any, Any, BotData, Any]
+CourseApplication = InboxApplication
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +36,7 @@ LONG_POLL_SECONDS = 10
 
 
 def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
-    """Return every handler but deduplication, in the order they are tried."""
+    """Return every handler, in the order they are tried."""
     # Order matters: groups get their pointer before any course handler, and the catch-alls in fallback come last.
     return [
         *fallback.group_handlers(),
@@ -53,23 +52,29 @@ def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
 
 
 def build_application(config: Config, services: Services) -> CourseApplication:
-    """Return the PTB application with every handler registered."""
-    app: CourseApplication = (
+    """Return the PTB application with every handler registered, taking its updates from an inbox."""
+    # Updates reach the application through the inbox (see serve_updates), never through PTB's Updater.
+    inbox = Inbox(services.db)
+    app = (
         ApplicationBuilder()
+        .application_class(InboxApplication, {"inbox": inbox})
+        .updater(None)
         .token(config.token)
         .base_url(config.bot_base_url)
         .base_file_url(config.api_base_url.rstrip("/") + "/file/bot")
         .rate_limiter(CourseRateLimiter(overall_max_rate=config.messages_per_second, max_retries=config.max_retries))
-        .concurrent_updates(PerLearnerOrder(config.concurrent_updates, functools.partial(update_scope, services)))
+        .concurrent_updates(
+            PerLearnerOrder(config.concurrent_updates, functools.partial(update_scope, services), inbox)
+        )
         .context_types(ContextTypes(context=CourseContext, bot_data=BotData))
         # Long polling holds one connection open; the others serve replies.
         .connection_pool_size(64)
         .get_updates_read_timeout(LONG_POLL_SECONDS + 5)
         .build()
     )
+    if not isinstance(app, InboxApplication):
+        raise TypeError(f"PTB built a {type(app).__name__}, not the application class it was given")
     app.bot_data.services = services
-    # Order matters: redeliveries stop before anything else sees them.
-    app.add_handler(deduplication(), group=-1)
     app.add_handlers(handlers())
     app.add_error_handler(_on_error)
     return app
@@ -119,6 +124,7 @@ class CourseBot:
         self.content = content or load_valid(config.lessons_dir, self.i18n)
         self.db: Database | None = None
         self.app: CourseApplication | None = None
+        self.polling: Polling | None = None
 
     async def __aenter__(self) -> CourseBot:
         self._stack = contextlib.AsyncExitStack()
@@ -136,15 +142,10 @@ class CourseBot:
             try:
                 await register_commands(self.app, self.i18n)
                 await self.app.start()
-                if self.app.updater is None:
-                    raise RuntimeError("the application was built without an updater")
-                await self.app.updater.start_polling(
-                    timeout=LONG_POLL_SECONDS,
-                    allowed_updates=ALLOWED_UPDATES,
-                    drop_pending_updates=False,
-                    error_callback=_polling_error,
-                )
+                self.polling = await serve_updates(self.app)
             except BaseException:
+                if self.app.running:
+                    await self.app.stop()
                 await self.app.shutdown()
                 raise
         except BaseException:
@@ -159,10 +160,11 @@ class CourseBot:
         if app is None or db is None:
             return
         try:
-            if app.updater is not None and app.updater.running:
-                await app.updater.stop()
+            if self.polling is not None:
+                await self.polling.stop()
             if app.running:
-                await app.stop()
+                await app.stop()  # waits for the updates under way and the tasks they started
+            await app.inbox.flush()
             await app.shutdown()
         finally:
             await db.close()
@@ -184,8 +186,22 @@ async def connect_runner(config: Config) -> AsyncIterator[SnippetRunner | None]:
             yield client
 
 
-def _polling_error(error: TelegramError) -> None:
-    # PTB retries polling by itself; one line per failure, without the traceback noise.
+async def serve_updates(app: CourseApplication) -> Polling:
+    """Hand the application what a crash left unhandled, then poll for updates, each on disk before it is confirmed."""
+    polling = Polling(
+        app.bot,
+        app.inbox,
+        app.update_queue,
+        timeout=LONG_POLL_SECONDS,
+        allowed_updates=ALLOWED_UPDATES,
+        on_error=_polling_error,
+    )
+    await polling.start()
+    return polling
+
+
+def _polling_error(error: Exception) -> None:
+    # Polling goes on by itself; one line per failure, without the traceback noise.
     log.warning("polling failed, retrying: %s", error)
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import logging
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, closing
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -24,15 +25,17 @@ from bot.storage.migrations import MIGRATIONS
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 5000
-# Telegram redelivers an update only within a short window; this many ids are remembered.
-REMEMBERED_UPDATES = 100_000
 
 
 Params: TypeAlias = tuple[Any, ...] | dict[str, Any]
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+    return _iso(dt.datetime.now(dt.UTC))
+
+
+def _iso(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.UTC).isoformat(timespec="milliseconds")
 
 
 def _learner(row: sqlite3.Row) -> Learner:
@@ -147,17 +150,27 @@ class Database:
             await self._conn.close()
 
     @asynccontextmanager
-    async def _write(self) -> AsyncIterator[aiosqlite.Connection]:
-        """Run a block as one transaction, one writer at a time."""
+    async def _write(self, *, to_disk: bool = False) -> AsyncIterator[aiosqlite.Connection]:
+        """Run a block as one transaction, one writer at a time.
+
+        Every commit survives a crash of the bot (WAL, synchronous NORMAL); ``to_disk`` waits until it would survive
+        a crash of the machine too (synchronous FULL: the WAL is synced at commit), for what cannot be redone.
+        """
         async with self._writer:
-            await self._conn.execute("BEGIN IMMEDIATE")
+            if to_disk:
+                await self._conn.execute("PRAGMA synchronous = FULL")
             try:
-                yield self._conn
-            except BaseException:
-                await self._conn.execute("ROLLBACK")
-                raise
-            else:
-                await self._conn.execute("COMMIT")
+                await self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._conn
+                except BaseException:
+                    await self._conn.execute("ROLLBACK")
+                    raise
+                else:
+                    await self._conn.execute("COMMIT")
+            finally:
+                if to_disk:
+                    await self._conn.execute("PRAGMA synchronous = NORMAL")
 
     async def _write_one(self, sql: str, params: Params = ()) -> int:
         """Run one statement as its own transaction (autocommit); return the rows it changed.
@@ -181,21 +194,61 @@ class Database:
         row = await self._one("PRAGMA user_version")
         return int(row["user_version"]) if row is not None else 0
 
-    # Updates
+    # Updates: the inbox (bot.updates)
 
-    async def first_delivery(self, update_id: int) -> bool:
-        """Record ``update_id``; return False if it was already processed (a redelivery)."""
-        fresh = (
-            await self._write_one(
-                "INSERT OR IGNORE INTO processed_updates (update_id, processed_at) VALUES (?, ?)", (update_id, _now())
+    async def accept_updates(self, updates: Sequence[tuple[int, str]], now: dt.datetime) -> set[int]:
+        """Store fetched updates (id, JSON) as pending, on disk; return the ids not stored before.
+
+        An id stored before is a redelivery: pending (replayed at start) or handled already, so not new.
+        """
+        if not updates:
+            return set()
+        ids = json.dumps([update_id for update_id, _ in updates])
+        # Telegram forgets an update once the next getUpdates confirms it, so it must be on disk by then.
+        async with self._write(to_disk=True) as conn:
+            known = await conn.execute_fetchall(
+                "SELECT update_id FROM inbox WHERE update_id IN (SELECT value FROM json_each(?))", (ids,)
             )
-            == 1
-        )
-        if fresh and update_id % 1000 == 0:
-            await self._write_one(
-                "DELETE FROM processed_updates WHERE update_id < ?", (update_id - REMEMBERED_UPDATES,)
+            fresh = {update_id for update_id, _ in updates} - {row[0] for row in known}
+            await conn.executemany(
+                "INSERT INTO inbox (update_id, payload, received_at) VALUES (?, ?, ?)",
+                [(update_id, payload, _iso(now)) for update_id, payload in updates if update_id in fresh],
             )
         return fresh
+
+    async def unhandled_updates(self, max_replays: int, now: dt.datetime) -> tuple[list[str], list[int]]:
+        """Count a replay for every pending update; return the JSON of those to handle again, in order, and the
+        ids given up now because handling them was interrupted more than ``max_replays`` times."""
+        async with self._write() as conn:
+            await conn.execute("UPDATE inbox SET replays = replays + 1 WHERE state = 'pending'")
+            abandoned = [
+                row[0]
+                for row in await conn.execute_fetchall(
+                    "SELECT update_id FROM inbox WHERE state = 'pending' AND replays > ? ORDER BY update_id",
+                    (max_replays,),
+                )
+            ]
+            await conn.execute(
+                "UPDATE inbox SET state = 'abandoned', payload = NULL, handled_at = ?"
+                " WHERE state = 'pending' AND replays > ?",
+                (_iso(now), max_replays),
+            )
+            rows = await conn.execute_fetchall("SELECT payload FROM inbox WHERE state = 'pending' ORDER BY update_id")
+        return [row[0] for row in rows], abandoned
+
+    async def updates_handled(self, update_ids: Sequence[int], now: dt.datetime) -> None:
+        """Mark updates handled; their text is dropped, their ids kept to recognise redeliveries."""
+        await self._write_one(
+            "UPDATE inbox SET state = 'handled', payload = NULL, handled_at = ?"
+            " WHERE update_id IN (SELECT value FROM json_each(?)) AND state = 'pending'",
+            (_iso(now), json.dumps(list(update_ids))),
+        )
+
+    async def forget_updates(self, received_before: dt.datetime) -> int:
+        """Delete handled updates received before ``received_before``; return how many."""
+        return await self._write_one(
+            "DELETE FROM inbox WHERE state != 'pending' AND received_at < ?", (_iso(received_before),)
+        )
 
     # Learners
 

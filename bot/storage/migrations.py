@@ -65,4 +65,20 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX exercise_attempts_by_learner ON exercise_attempts (user_id, lesson_id, passed);
     """,
+    # 3: the inbox: every update stored before Telegram is told it arrived, pending until handled, replayed at
+    # start after a crash; its handled rows drop Telegram's redeliveries, which processed_updates did.
+    """
+    CREATE TABLE inbox (
+        update_id    INTEGER PRIMARY KEY,
+        payload      TEXT,                 -- the update as Telegram sent it (JSON); NULL once handled
+        received_at  TEXT NOT NULL,
+        state        TEXT NOT NULL DEFAULT 'pending',  -- pending, handled, or abandoned after too many crashes
+        replays      INTEGER NOT NULL DEFAULT 0,       -- starts that found it pending and handled it again
+        handled_at   TEXT
+    );
+    CREATE INDEX inbox_pending ON inbox (update_id) WHERE state = 'pending';
+    INSERT INTO inbox (update_id, received_at, state, handled_at)
+        SELECT update_id, processed_at, 'handled', processed_at FROM processed_updates;
+    DROP TABLE processed_updates;
+    """,
 )
