@@ -140,7 +140,11 @@ class CourseBot:
             self.app = build_application(self.config, services)
             await self.app.initialize()
             try:
-                await register_commands(self.app, self.i18n)
+                try:
+                    await register_commands(self.app, self.i18n)
+                except TelegramError as exc:
+                    # The menu published at an earlier start stays; learners need not wait for this one.
+                    log.warning("the command menu could not be published: %s", exc)
                 await self.app.start()
                 self.polling = await serve_updates(self.app)
             except BaseException:

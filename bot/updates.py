@@ -184,8 +184,6 @@ class Polling:
 
     async def start(self) -> None:
         """Hand over what a crash left unhandled, then poll in the background."""
-        # A bot that had a webhook cannot poll; this is what PTB's Updater does first too.
-        await self._bot.delete_webhook(drop_pending_updates=False)
         for update in await self._inbox.unhandled(self._bot):
             self._queue.put_nowait(update)
         self._task = asyncio.get_running_loop().create_task(self._poll(), name="polling")
@@ -209,10 +207,14 @@ class Polling:
         # Offset 0 at start: Telegram sends every update not confirmed yet; those already stored are dropped.
         offset = 0
         wait = 0.0
+        webhook_deleted = False
         while not self._stopping:
             if wait:
                 await asyncio.sleep(wait)
             try:
+                if not webhook_deleted:
+                    # A bot that had a webhook cannot poll; PTB's Updater does this first too.
+                    webhook_deleted = await self._bot.delete_webhook(drop_pending_updates=False)
                 updates = await self._bot.get_updates(
                     offset=offset, timeout=self._timeout, allowed_updates=self._allowed
                 )

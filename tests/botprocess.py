@@ -39,6 +39,7 @@ class BotProcess:
         self.log_path = log_path
         self.process: asyncio.subprocess.Process | None = None
         self.starts = 0
+        self._log_offset = 0
 
     async def start(self) -> None:
         """Start the bot; it polls once it has read its lessons and handed over what was left unhandled."""
@@ -48,6 +49,7 @@ class BotProcess:
         with self.log_path.open("ab") as log:
             log.write(f"---- start {self.starts}\n".encode())
             log.flush()
+            self._log_offset = log.tell()
             self.process = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
@@ -61,6 +63,20 @@ class BotProcess:
                 # Its own process group: the runner it may start dies with it.
                 start_new_session=True,
             )
+
+    async def wait_polling(self, timeout: float = 60) -> None:
+        """Wait until this start of the bot says it polls; raise if it exits or takes longer than ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.log_path.open("rb") as log:
+                log.seek(self._log_offset)
+                if b"coursebot is polling" in log.read():
+                    return
+            if not self.running:
+                raise RuntimeError(f"the bot exited before it polled; see {self.log_path}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the bot did not poll within {timeout} s; see {self.log_path}")
+            await asyncio.sleep(0.02)
 
     @property
     def running(self) -> bool:
