@@ -38,7 +38,7 @@ from bot.content.model import Course, Lesson
 from tests.botprocess import BotProcess, bot_env
 from tests.conftest import LESSONS, LOCALES, ROOT
 from tests.journey import POSITION, button_texts, correct_option
-from tests.standin import BotApiStandin, SimLearner, SimulationError
+from tests.standin import ApiCall, BotApiStandin, SimLearner, SimulationError
 
 COURSE: Course = load_valid(LESSONS, LOCALES).english
 FAULT_STATUSES = (429, 500, 502, 503, 504)
@@ -55,6 +55,11 @@ class ChaosPlan:
     seed: int = 9
     uptime: tuple[float, float] = (0.2, 4.0)  # seconds the bot polls before each kill
     kills_in_start: float = 0.25  # share of the kills that come while the bot starts, before it polls
+    # Shares of the kills that come just after getUpdates delivered a quiz answer, or anything (within
+    # delivery_delay seconds), when updates are under way: where a bot that confirms before it handles loses them.
+    kills_after_answer: float = 0.3
+    kills_after_delivery: float = 0.2
+    delivery_delay: tuple[float, float] = (0.0, 0.08)
     restart_delay: tuple[float, float] = (0.0, 1.0)  # seconds the supervisor waits before starting it again
     wrong_share: float = 0.4  # share of questions a learner gets wrong the first time
     think: tuple[float, float] = (0.0, 0.3)  # seconds a learner looks at the screen before acting
@@ -73,12 +78,15 @@ class ChaosFigures:
     finished: int = 0
     kills: int = 0
     kills_in_start: int = 0  # kills that came before the bot polled (while it read the lessons, replayed, ...)
+    kills_after_answer: int = 0  # kills that came just after getUpdates delivered a quiz answer
+    kills_after_delivery: int = 0  # ... delivered any update
     bot_starts: int = 0
     start_seconds: float = 0.0  # median time from starting the bot to its polling
     exits_on_their_own: int = 0  # starts that failed by themselves (e.g. a 5xx from getMe) and were restarted
     api_calls: int = 0
     faults_injected: dict[str, int] = field(default_factory=dict)  # by status
     updates_delivered: int = 0
+    updates_redelivered: int = 0  # delivered by more than one getUpdates (not confirmed before a kill)
     updates_replayed: int = 0  # updates handled again at a start because a kill interrupted them
     replays: int = 0  # times an update was handed over again (one update may be replayed more than once)
     quiz_answers: int = 0
@@ -457,13 +465,16 @@ class Runner:
 class Supervisor:
     """Start the bot, kill it with ``kill -9`` at random moments, start it again; restart it if it exits."""
 
-    def __init__(self, bot: BotProcess, plan: ChaosPlan, rng: random.Random, db_path: Path):
+    def __init__(self, bot: BotProcess, standin: BotApiStandin, plan: ChaosPlan, rng: random.Random, db_path: Path):
         self.bot = bot
+        self.standin = standin
         self.plan = plan
         self.rng = rng
         self.db_path = db_path
         self.kills = 0
         self.kills_in_start = 0
+        self.kills_after_answer = 0
+        self.kills_after_delivery = 0
         self.start_times: list[float] = []  # seconds from start to polling, as measured
         self.exits = 0
         self.integrity_checks = 0
@@ -493,13 +504,22 @@ class Supervisor:
             process = self.bot.process
             assert process is not None
             if self.kills < self.plan.kills and not self._calm.is_set():
-                in_start = self.rng.random() < self.plan.kills_in_start
+                draw, plan = self.rng.random(), self.plan
+                in_start = draw < plan.kills_in_start
+                after_answer = plan.kills_in_start <= draw < plan.kills_in_start + plan.kills_after_answer
+                after_delivery = 0 <= draw - plan.kills_in_start - plan.kills_after_answer < plan.kills_after_delivery
                 moment = self.rng.uniform(0, self._typical_start()) if in_start else self.rng.uniform(*self.plan.uptime)
                 started = time.monotonic()
                 if not in_start:
                     with contextlib.suppress(RuntimeError, TimeoutError):
                         await self.bot.wait_polling()
                         self.start_times.append(time.monotonic() - started)
+                if after_answer or after_delivery:
+                    with contextlib.suppress(TimeoutError):
+                        await self.standin.wait_call(
+                            "getUpdates", _delivers_answer if after_answer else _delivers, timeout=30
+                        )
+                    moment = self.rng.uniform(*self.plan.delivery_delay)
                 exited = asyncio.ensure_future(process.wait())
                 calm = asyncio.ensure_future(self._calm.wait())
                 await asyncio.wait({exited, calm}, timeout=moment, return_when=asyncio.FIRST_COMPLETED)
@@ -514,6 +534,8 @@ class Supervisor:
                     await self.bot.kill()
                     self.kills += 1
                     self.kills_in_start += in_start
+                    self.kills_after_answer += after_answer
+                    self.kills_after_delivery += after_delivery
                 self._check_integrity()
                 await asyncio.sleep(self.rng.uniform(*self.plan.restart_delay))
             else:
@@ -534,6 +556,14 @@ class Supervisor:
         verdict = integrity(self.db_path)
         if verdict != "ok":
             self.problems.append(f"integrity_check after kill {self.kills}: {verdict}")
+
+
+def _delivers(call: ApiCall) -> bool:
+    return call.ok and bool(call.result)
+
+
+def _delivers_answer(call: ApiCall) -> bool:
+    return call.ok and any("poll_answer" in update for update in call.result)
 
 
 def integrity(db_path: Path) -> str:
@@ -562,7 +592,7 @@ async def run_chaos(plan: ChaosPlan, workdir: Path) -> ChaosResult:
             for i in range(plan.learners)
         ]
         try:
-            async with Supervisor(bot, plan, random.Random(rng.random()), db_path) as supervisor:
+            async with Supervisor(bot, standin, plan, random.Random(rng.random()), db_path) as supervisor:
                 standin.faults.at_random(plan.fault_rate, FAULT_STATUSES, seed=plan.seed)
                 outcomes = await asyncio.gather(
                     *(asyncio.wait_for(taker.take_the_course(), plan.deadline) for taker in takers),
@@ -628,6 +658,9 @@ def _figures(
     db_path: Path,
 ) -> ChaosFigures:
     injected = Counter(str(call.error_code) for call in standin.calls if call.injected)
+    deliveries = Counter(
+        update["update_id"] for call in standin.calls_to("getUpdates") if call.ok for update in call.result
+    )
     refused = standin.errors()
     with contextlib.closing(sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
         replayed, replays = conn.execute(
@@ -638,12 +671,15 @@ def _figures(
         learners=plan.learners,
         kills=supervisor.kills,
         kills_in_start=supervisor.kills_in_start,
+        kills_after_answer=supervisor.kills_after_answer,
+        kills_after_delivery=supervisor.kills_after_delivery,
         bot_starts=bot.starts,
         start_seconds=round(supervisor._typical_start(), 2),
         exits_on_their_own=supervisor.exits,
         api_calls=len(standin.calls),
         faults_injected=dict(sorted(injected.items())),
         updates_delivered=len(standin.updates.history),
+        updates_redelivered=sum(1 for times in deliveries.values() if times > 1),
         updates_replayed=replayed,
         replays=replays,
         quiz_answers=sum(len(t.given) for t in takers),
