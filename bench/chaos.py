@@ -62,7 +62,11 @@ async def main_async(args: argparse.Namespace) -> dict:
         learners=args.learners, kills=args.kills, fault_rate=args.fault_rate, seed=args.seed, deadline=args.deadline
     )
     chaos = await run(plan, "chaos")
-    out: dict = {"plan": dataclasses.asdict(plan), "chaos": dataclasses.asdict(chaos.figures)}
+    out: dict = {
+        "plan": dataclasses.asdict(plan),
+        "chaos": dataclasses.asdict(chaos.figures),
+        "chaos_detours": chaos.detours[:40],
+    }
     problems = [f"chaos: {problem}" for problem in chaos.problems]
     if not args.no_calm:
         calm = await run(dataclasses.replace(plan, kills=0, fault_rate=0.0), "calm")

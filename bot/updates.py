@@ -33,8 +33,11 @@ UpdateScope = Callable[[object], AbstractAsyncContextManager[None]]
 Clock = Callable[[], dt.datetime]
 T = TypeVar("T")
 
-# An update whose handling a crash interrupted this often is taken to cause the crash: it is given up, logged.
-MAX_REPLAYS = 3
+# A crash may interrupt any update under way. One still pending after it was handled again at a start is a
+# suspect: the next start handles it alone, watching it for WATCH_ALONE seconds. If the bot dies meanwhile MAX_CRASHES
+# times, the update is taken to crash it: it is given up and logged. (Many crashes find it pending before that.)
+MAX_CRASHES = 2
+WATCH_ALONE = 5.0
 # Telegram keeps an unconfirmed update for 24 hours, so no redelivery comes later than that; handled ids are kept
 # twice as long. (After a week without updates Telegram may start ids anywhere, even below old ones.)
 REMEMBER_HANDLED = dt.timedelta(days=2)
@@ -66,16 +69,16 @@ class Inbox:
     it). Work that was cancelled leaves its update pending, to be handled again at the next start.
     """
 
-    def __init__(self, db: Database, clock: Clock = utc_now, max_replays: int = MAX_REPLAYS):
+    def __init__(self, db: Database, clock: Clock = utc_now, watch_alone: float = WATCH_ALONE):
         self._db = db
         self._clock = clock
-        self._max_replays = max_replays
+        self._watch_alone = watch_alone
         self._work: dict[int, int] = {}  # update id -> pieces of work under way; present from hand-over to the end
         self._interrupted: set[int] = set()
+        self._finished: dict[int, asyncio.Event] = {}  # set when an update awaited by replay has no work left
         self._handled: list[int] = []  # to be marked handled by the writer
         self._writer: asyncio.Task[None] | None = None
         self._forgotten_at: dt.datetime | None = None
-        self.replayed = 0  # updates handed over again at start
 
     async def accept(self, updates: Sequence[Update]) -> list[Update]:
         """Store ``updates`` on disk; return, in order, those not seen before, now expected to be handled."""
@@ -88,26 +91,52 @@ class Inbox:
             await self._forget(now)
         return accepted
 
-    async def unhandled(self, bot: Bot) -> list[Update]:
-        """Return, in order, the updates a crash left unhandled, now expected to be handled again."""
+    async def replay(self, bot: Bot, queue: asyncio.Queue[object]) -> int:
+        """Hand ``queue`` the updates a crash left unhandled, in order; return how many.
+
+        Suspects (handed over at an earlier start already) are handled alone: what came before them first, then
+        each one, watched, so that a crash meanwhile is blamed on it and on nothing else.
+        """
         now = self._clock()
-        payloads, abandoned = await self._db.unhandled_updates(self._max_replays, now)
+        pending, abandoned = await self._db.unhandled_updates(MAX_CRASHES, now)
         for update_id in abandoned:
             log.error(
-                "update %s was given up: its handling was interrupted %d times, as if it crashed the bot",
+                "update %s was given up: the bot died %d times while handling it alone, as if it crashed the bot",
                 update_id,
-                self._max_replays + 1,
+                MAX_CRASHES,
             )
         await self._forget(now)
-        updates = []
-        for payload in payloads:
+        if pending:
+            log.info("handling %d updates again that a stop left unhandled", len(pending))
+        under_way: list[int] = []
+        for update_id, replays, payload in pending:
             update = Update.de_json(json.loads(payload), bot)
-            self._work[update.update_id] = 0
-            updates.append(update)
-        self.replayed += len(updates)
-        if updates:
-            log.info("handling %d updates again that a stop left unhandled", len(updates))
-        return updates
+            suspect = replays > 1
+            if suspect:
+                await self._finish(under_way)
+                await self._db.handling_alone(update_id, True)
+            self._work[update_id] = 0
+            queue.put_nowait(update)
+            under_way.append(update_id)
+            if suspect:
+                if not await self._finish(under_way):
+                    # It outlived the watch (a long run, say): what comes later is not blamed on it.
+                    await self._db.handling_alone(update_id, False)
+                under_way = []
+        return len(pending)
+
+    async def _finish(self, update_ids: list[int]) -> bool:
+        """Wait (up to the watch) until ``update_ids`` have no work left and are on disk; False if they did not."""
+        waits = [self._finished.setdefault(i, asyncio.Event()) for i in update_ids if i in self._work]
+        try:
+            await asyncio.wait_for(asyncio.gather(*(event.wait() for event in waits)), self._watch_alone)
+        except TimeoutError:
+            return False
+        finally:
+            for update_id in update_ids:
+                self._finished.pop(update_id, None)
+        await self.flush()
+        return True
 
     def begin(self, update: object) -> bool:
         """Count one more piece of work for ``update``; False if it did not come through the inbox."""
@@ -126,6 +155,9 @@ class Inbox:
             self._work[update_id] = left
             return
         del self._work[update_id]
+        finished = self._finished.get(update_id)
+        if finished is not None:
+            finished.set()
         if update_id in self._interrupted:
             self._interrupted.discard(update_id)  # still pending: handled again at the next start
             return
@@ -184,8 +216,7 @@ class Polling:
 
     async def start(self) -> None:
         """Hand over what a crash left unhandled, then poll in the background."""
-        for update in await self._inbox.unhandled(self._bot):
-            self._queue.put_nowait(update)
+        await self._inbox.replay(self._bot, self._queue)
         self._task = asyncio.get_running_loop().create_task(self._poll(), name="polling")
 
     async def stop(self) -> None:

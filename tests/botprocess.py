@@ -124,3 +124,52 @@ async def wait_until(condition: Callable[[], bool], what: str, timeout: float = 
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout}s waiting until {what}")
         await asyncio.sleep(0.01)
+
+
+class RunnerProcess:
+    """The runner as its own process (``python -m runner serve``), as compose runs it beside the bot: it outlives the
+    bot's deaths. Use ``async with RunnerProcess(socket, log) as runner:``; the bot reaches it at unix://socket."""
+
+    def __init__(self, socket: Path, log_path: Path):
+        self.socket = socket
+        self.log_path = log_path
+        self.process: asyncio.subprocess.Process | None = None
+
+    @property
+    def url(self) -> str:
+        """Return the address the bot takes in COURSEBOT_RUNNER_URL."""
+        return f"unix://{self.socket}"
+
+    async def __aenter__(self) -> RunnerProcess:
+        log = self.log_path.open("ab")
+        self.process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "runner",
+            "serve",
+            "--socket",
+            str(self.socket),
+            "--watch-stdin",
+            cwd=ROOT,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=log,
+        )
+        log.close()
+        assert self.process.stdout is not None
+        line = await asyncio.wait_for(self.process.stdout.readline(), 240)
+        if not line.startswith(b"READY "):
+            raise RuntimeError(f"the runner did not start: {line!r}; see {self.log_path}")
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        process = self.process
+        if process is None or process.returncode is not None:
+            return
+        if process.stdin is not None:
+            process.stdin.close()  # --watch-stdin: it exits when its stdin closes
+        try:
+            await asyncio.wait_for(process.wait(), 30)
+        except TimeoutError:
+            process.kill()
+            await process.wait()

@@ -26,7 +26,6 @@ import random
 import re
 import sqlite3
 import statistics
-import sys
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -35,8 +34,8 @@ from typing import Any
 
 from bot.content.load import load_valid
 from bot.content.model import Course, Lesson
-from tests.botprocess import BotProcess, bot_env
-from tests.conftest import LESSONS, LOCALES, ROOT
+from tests.botprocess import BotProcess, RunnerProcess, bot_env
+from tests.conftest import LESSONS, LOCALES
 from tests.journey import POSITION, button_texts, correct_option
 from tests.standin import ApiCall, BotApiStandin, SimLearner, SimulationError
 
@@ -106,9 +105,12 @@ class ChaosFigures:
 class ChaosResult:
     figures: ChaosFigures
     problems: list[str]
+    detours: list[str]  # where learners had to find their own way on: what to look at when recoveries grow
 
     def to_json(self) -> str:
-        return json.dumps({"figures": asdict(self.figures), "problems": self.problems}, ensure_ascii=False)
+        return json.dumps(
+            {"figures": asdict(self.figures), "problems": self.problems, "detours": self.detours}, ensure_ascii=False
+        )
 
 
 class Stranded(Exception):
@@ -170,6 +172,7 @@ class CourseTaker:
         self.recoveries = 0
         self.resent_code = 0
         self.journal: list[str] = []  # what the learner did, for the failure message
+        self.detours: list[str] = []  # each time the learner went back through /lessons or sent code again, and why
 
     # The course, as the learner goes through it.
 
@@ -216,7 +219,7 @@ class CourseTaker:
                 return shown
             stalls += 1
             if stalls >= 2:
-                reader, stalls = await self._open(lesson), 0
+                reader, stalls = await self._open(lesson, "the slide did not turn"), 0
 
     async def _quick_check(self, lesson: Lesson, reader: dict) -> dict:
         """Answer the Quick Check, then retake what was missed until all is right; return the result."""
@@ -235,7 +238,7 @@ class CourseTaker:
                     continue
                 # No poll and no result: open the lesson anew, then the Quick Check from whatever it shows.
                 stalls = 0
-                opened = await self._open(lesson)
+                opened = await self._open(lesson, "no poll and no result came")
                 since = self.sim.cursor()
                 if _slide(opened):
                     opened = await self._read(lesson, opened)
@@ -280,9 +283,10 @@ class CourseTaker:
 
     # Steps a person takes.
 
-    async def _open(self, lesson: Lesson) -> dict:
+    async def _open(self, lesson: Lesson, why: str) -> dict:
         """Send /lessons and open ``lesson`` from the menu (it resumes a Quick Check under way)."""
         self.recoveries += 1
+        self._detour(f"back through /lessons: {why}")
         for _ in range(6):
             menu = await self._send_for("/lessons", _is_menu)
             if menu is None:
@@ -308,6 +312,7 @@ class CourseTaker:
         for attempt in range(6):
             if attempt:
                 self.resent_code += 1
+                self._detour(f"sends the code again, expecting {wanted!r}")
             since = self.sim.cursor()
             await self._think()
             self.journal.append(f"sends code, expecting {wanted!r}")
@@ -404,6 +409,11 @@ class CourseTaker:
     async def _think(self) -> None:
         await asyncio.sleep(self.rng.uniform(*self.plan.think))
 
+    def _detour(self, what: str) -> None:
+        steps = "; ".join(self.journal[-3:])
+        shown = " | ".join(_describe(m) for m in self.sim.messages[-2:])
+        self.detours.append(f"learner {self.sim.user_id} {what} (after: {steps}; the chat shows: {shown})")
+
     def _stranded(self, why: str) -> Stranded:
         shown = "\n".join(f"    {_describe(m)}" for m in self.sim.messages[-6:])
         done = "\n".join(f"    {line}" for line in self.journal[-12:])
@@ -417,49 +427,6 @@ def _describe(message: dict) -> str:
 
 
 # The processes around the bot.
-
-
-class Runner:
-    """The runner as its own process (``python -m runner serve``), as compose runs it beside the bot."""
-
-    def __init__(self, socket: Path, log_path: Path):
-        self.socket = socket
-        self.log_path = log_path
-        self.process: asyncio.subprocess.Process | None = None
-
-    async def __aenter__(self) -> Runner:
-        log = self.log_path.open("ab")
-        self.process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "runner",
-            "serve",
-            "--socket",
-            str(self.socket),
-            "--watch-stdin",
-            cwd=ROOT,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=log,
-        )
-        log.close()
-        assert self.process.stdout is not None
-        line = await asyncio.wait_for(self.process.stdout.readline(), 240)
-        if not line.startswith(b"READY "):
-            raise RuntimeError(f"the runner did not start: {line!r}; see {self.log_path}")
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        process = self.process
-        if process is None or process.returncode is not None:
-            return
-        if process.stdin is not None:
-            process.stdin.close()  # --watch-stdin: it exits when its stdin closes
-        try:
-            await asyncio.wait_for(process.wait(), 30)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
 
 
 class Supervisor:
@@ -582,10 +549,10 @@ async def run_chaos(plan: ChaosPlan, workdir: Path) -> ChaosResult:
     problems: list[str] = []
     started = time.monotonic()
     async with (
-        Runner(workdir / "runner.sock", workdir / "runner.log") as runner,
+        RunnerProcess(workdir / "runner.sock", workdir / "runner.log") as runner,
         BotApiStandin() as standin,
     ):
-        env = bot_env(standin, db_path, COURSEBOT_RUNNER_URL=f"unix://{runner.socket}", COURSEBOT_LOG_LEVEL="INFO")
+        env = bot_env(standin, db_path, COURSEBOT_RUNNER_URL=runner.url, COURSEBOT_LOG_LEVEL="INFO")
         bot = BotProcess(env, workdir / "bot.log")
         takers = [
             CourseTaker(standin.learner(plan.first_user_id + i, f"Learner{i}"), plan, random.Random(rng.random()))
@@ -617,7 +584,7 @@ async def run_chaos(plan: ChaosPlan, workdir: Path) -> ChaosResult:
         problems += _check_records(db_path, standin, takers)
     figures.seconds = round(time.monotonic() - started, 1)
     figures.finished = sum(1 for outcome in outcomes if outcome is None)
-    return ChaosResult(figures, problems)
+    return ChaosResult(figures, problems, [detour for taker in takers for detour in taker.detours])
 
 
 def _check_records(db_path: Path, standin: BotApiStandin, takers: list[CourseTaker]) -> list[str]:

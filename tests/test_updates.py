@@ -10,6 +10,7 @@ import asyncio
 import datetime as dt
 import json
 import logging
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -20,8 +21,8 @@ from bot.app import LONG_POLL_SECONDS
 from bot.content.load import load_valid
 from bot.storage.db import Database
 from bot.storage.migrations import MIGRATIONS
-from bot.updates import MAX_REPLAYS, REMEMBER_HANDLED, Inbox
-from tests.botprocess import BotProcess, bot_env, wait_until
+from bot.updates import MAX_CRASHES, REMEMBER_HANDLED, Inbox
+from tests.botprocess import BotProcess, RunnerProcess, bot_env, wait_until
 from tests.conftest import LESSONS, LOCALES, running
 from tests.journey import send_and_wait
 
@@ -29,12 +30,17 @@ COURSE = load_valid(LESSONS, LOCALES).english
 T0 = dt.datetime(2030, 5, 1, 12, 0, tzinfo=dt.UTC)
 
 
-def inbox_rows(path: Path) -> dict[int, tuple[str, str | None, int]]:
-    """Return the inbox as {update id: (state, payload, replays)}."""
+def inbox_rows(path: Path) -> dict[int, sqlite3.Row]:
+    """Return the inbox by update id: state, payload, replays, alone, crashes."""
     with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as conn:
-        rows = conn.execute("SELECT update_id, state, payload, replays FROM inbox").fetchall()
+        conn.row_factory = sqlite3.Row
+        rows = conn.execute("SELECT * FROM inbox").fetchall()
     conn.close()
-    return {update_id: (state, payload, replays) for update_id, state, payload, replays in rows}
+    return {row["update_id"]: row for row in rows}
+
+
+def state(row: sqlite3.Row) -> tuple[str, str | None]:
+    return row["state"], row["payload"]
 
 
 def update_json(update_id: int, text: str = "/start") -> str:
@@ -97,7 +103,32 @@ async def test_an_update_telegram_was_told_of_is_handled_after_kill_9(standin, t
         await standin.settle()
         assert len(ada.messages[since:]) == 1
         assert await bot.stop() == 0, bot.log()
-    assert inbox_rows(db_path)[update_id][:2] == ("handled", None)
+    assert state(inbox_rows(db_path)[update_id]) == ("handled", None)
+
+
+@pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="the code runs in the runner's sandbox, which needs bubblewrap"
+)
+async def test_code_sent_just_before_kill_9_still_gets_its_output(standin, tmp_path):
+    # The run goes on in a task after its handler returned: the update is handled only once the output is sent.
+    db_path = tmp_path / "coursebot.sqlite3"
+    ada = standin.learner(user_id=4107)
+    async with RunnerProcess(tmp_path / "runner.sock", tmp_path / "runner.log") as runner:
+        env = bot_env(standin, db_path, COURSEBOT_RUNNER_URL=runner.url)
+        async with BotProcess(env, tmp_path / "bot.log") as bot:
+            await send_and_wait(ada, "/start", timeout=30)
+            since = ada.cursor()
+            update_id = ada.send_nowait("/run import time\ntime.sleep(3)\nprint('slept well')")
+            await standin.wait_call("sendChatAction", timeout=10)  # the run has begun
+            await wait_until(lambda: standin.updates.pending_count == 0, "the update is confirmed")
+            await bot.kill()
+            assert not ada.messages[since:], "the output came before the bot was killed: the test proves nothing"
+            await bot.start()
+            output = await ada.wait_message(lambda m: "slept well" in m.get("text", ""), since=since, timeout=60)
+            await standin.settle()
+            assert [m["message_id"] for m in ada.messages[since:]] == [output["message_id"]]
+            assert await bot.stop() == 0, bot.log()
+    assert inbox_rows(db_path)[update_id]["state"] == "handled"
 
 
 async def test_updates_a_crash_left_unhandled_are_handled_at_start_once_and_in_order(config, standin):
@@ -114,7 +145,7 @@ async def test_updates_a_crash_left_unhandled_are_handled_at_start_once_and_in_o
     assert texts[0].startswith("Welcome")  # /start
     assert texts[1].startswith(COURSE.title)  # /lessons
     assert COURSE.title not in texts[2]  # /progress
-    assert {i: row[0] for i, row in inbox_rows(config.db_path).items()} == {
+    assert {i: row["state"] for i, row in inbox_rows(config.db_path).items()} == {
         first: "handled",
         second: "handled",
         third: "handled",
@@ -129,33 +160,51 @@ async def test_a_redelivery_of_an_update_already_stored_is_not_handled_twice(con
     async with running(config):
         await standin.settle()
     assert len(ada.messages) == 1
-    assert inbox_rows(config.db_path)[sent][0] == "handled"
+    assert inbox_rows(config.db_path)[sent]["state"] == "handled"
 
 
-async def test_an_update_interrupted_too_often_is_given_up_and_the_rest_go_on(config, standin, caplog):
+async def test_an_update_the_bot_died_handling_alone_again_is_given_up_and_the_rest_go_on(config, standin, caplog):
     ada = standin.learner(user_id=4104)
     poison = ada.send_nowait("/lessons")
     after = ada.send_nowait("/start")
     await _store_pending(config.db_path, standin, [poison, after])
     await _confirm(standin, after + 1)
+    # What a start leaves when the bot dies while it handles the update alone, one crash short of the limit.
     with sqlite3.connect(config.db_path) as conn:
-        conn.execute("UPDATE inbox SET replays = ? WHERE update_id = ?", (MAX_REPLAYS, poison))
+        conn.execute(
+            "UPDATE inbox SET replays = 2, alone = 1, crashes = ? WHERE update_id = ?", (MAX_CRASHES - 1, poison)
+        )
     conn.close()
     with caplog.at_level(logging.ERROR, logger="bot.updates"):
         async with running(config):
             await standin.settle()
     assert [m["text"][:8] for m in ada.messages] == ["Welcome!"]
     rows = inbox_rows(config.db_path)
-    assert rows[poison][:2] == ("abandoned", None)
-    assert rows[after][0] == "handled"
+    assert state(rows[poison]) == ("abandoned", None)
+    assert rows[after]["state"] == "handled"
     assert f"update {poison} was given up" in caplog.text
+
+
+async def test_crashes_while_many_updates_are_under_way_are_blamed_on_none(config, standin):
+    # Pending after many starts, but never while handled alone: kills from outside, not this update's doing.
+    ada = standin.learner(user_id=4108)
+    sent = ada.send_nowait("/start")
+    await _store_pending(config.db_path, standin, [sent])
+    await _confirm(standin, sent + 1)
+    with sqlite3.connect(config.db_path) as conn:
+        conn.execute("UPDATE inbox SET replays = 10, crashes = ? WHERE update_id = ?", (MAX_CRASHES - 1, sent))
+    conn.close()
+    async with running(config):
+        await standin.settle()
+    assert [m["text"][:8] for m in ada.messages] == ["Welcome!"]
+    assert inbox_rows(config.db_path)[sent]["state"] == "handled"
 
 
 async def test_handled_updates_keep_their_id_but_not_their_text(bot, standin, config):
     ada = standin.learner(user_id=4105)
     sent = ada.send_nowait("/run print('my secret code')")
     await standin.settle()
-    assert inbox_rows(config.db_path)[sent] == ("handled", None, 0)
+    assert state(inbox_rows(config.db_path)[sent]) == ("handled", None)
     with sqlite3.connect(config.db_path) as conn:
         dump = "\n".join(conn.iterdump())
     conn.close()
@@ -182,10 +231,10 @@ async def test_an_update_is_handled_when_its_last_piece_of_work_ends(db):
     assert inbox.begin(update)  # a task the handler started, e.g. a practice run
     inbox.end(update, completed=True)
     await inbox.flush()
-    assert inbox_rows(db.path)[10][0] == "pending"
+    assert inbox_rows(db.path)[10]["state"] == "pending"
     inbox.end(update, completed=True)
     await inbox.flush()
-    assert inbox_rows(db.path)[10][:2] == ("handled", None)
+    assert state(inbox_rows(db.path)[10]) == ("handled", None)
 
 
 async def test_cancelled_work_leaves_its_update_to_the_next_start(db):
@@ -196,9 +245,10 @@ async def test_cancelled_work_leaves_its_update_to_the_next_start(db):
     inbox.end(update, completed=False)
     inbox.end(update, completed=True)
     await inbox.flush()
-    assert inbox_rows(db.path)[11][0] == "pending"
-    replayed = await Inbox(db, clock=lambda: T0).unhandled(Bot("1:x"))
-    assert [u.update_id for u in replayed] == [11]
+    assert inbox_rows(db.path)[11]["state"] == "pending"
+    queue: asyncio.Queue[object] = asyncio.Queue()
+    assert await Inbox(db, clock=lambda: T0).replay(Bot("1:x"), queue) == 1
+    assert queue.get_nowait().update_id == 11
 
 
 async def test_work_for_an_update_that_did_not_come_through_the_inbox_is_not_counted(db):
@@ -233,14 +283,46 @@ async def test_forgetting_waits_an_hour_between_runs(db, monkeypatch):
     assert len(calls) == 2
 
 
-async def test_replays_are_counted_and_given_up_after_the_limit(db):
-    await Inbox(db, clock=lambda: T0).accept([_update(5), _update(6)])
-    for start in range(1, MAX_REPLAYS + 1):
-        replayed = await Inbox(db, clock=lambda: T0).unhandled(Bot("1:x"))
-        assert [u.update_id for u in replayed] == [5, 6]
-        assert inbox_rows(db.path)[5][2] == start
-    assert await Inbox(db, clock=lambda: T0).unhandled(Bot("1:x")) == []
-    assert {i: row[0] for i, row in inbox_rows(db.path).items()} == {5: "abandoned", 6: "abandoned"}
+async def test_an_update_pending_again_after_a_replay_is_handled_alone_and_watched(db):
+    await Inbox(db, clock=lambda: T0).accept([_update(4), _update(5), _update(6)])
+    await db.updates_handled([4], T0)
+    # Handed over together at the first start: nothing is known against them. The bot dies before handling them.
+    assert await Inbox(db, clock=lambda: T0).replay(Bot("1:x"), asyncio.Queue()) == 2
+    inbox = Inbox(db, clock=lambda: T0)
+    queue: asyncio.Queue[Update] = asyncio.Queue()
+    replaying = asyncio.create_task(inbox.replay(Bot("1:x"), queue))
+    five = await asyncio.wait_for(queue.get(), 5)
+    assert five.update_id == 5 and queue.empty()  # alone
+    assert inbox_rows(db.path)[5]["alone"] == 1  # a crash now is blamed on it
+    inbox.begin(five)
+    inbox.end(five, completed=True)
+    six = await asyncio.wait_for(queue.get(), 5)
+    assert six.update_id == 6
+    assert inbox_rows(db.path)[5]["state"] == "handled"
+    inbox.begin(six)
+    inbox.end(six, completed=True)
+    assert await replaying == 2
+    rows = inbox_rows(db.path)
+    assert [(rows[i]["replays"], rows[i]["crashes"]) for i in (5, 6)] == [(2, 0), (2, 0)]
+
+
+async def test_a_suspect_that_outlives_the_watch_is_not_blamed_for_what_comes_after(db):
+    await Inbox(db, clock=lambda: T0).accept([_update(7)])
+    for _ in range(2):
+        await Inbox(db, clock=lambda: T0, watch_alone=0.05).replay(Bot("1:x"), asyncio.Queue())
+    row = inbox_rows(db.path)[7]
+    assert (row["state"], row["replays"], row["alone"], row["crashes"]) == ("pending", 2, 0, 0)
+
+
+async def test_a_crash_while_an_update_is_handled_alone_counts_against_it(db):
+    await Inbox(db, clock=lambda: T0).accept([_update(8)])
+    for crash in range(1, MAX_CRASHES + 1):
+        with sqlite3.connect(db.path) as conn:
+            conn.execute("UPDATE inbox SET alone = 1 WHERE update_id = 8")  # the bot died while it was alone
+        conn.close()
+        handed = await Inbox(db, clock=lambda: T0, watch_alone=0.05).replay(Bot("1:x"), asyncio.Queue())
+        assert handed == (1 if crash < MAX_CRASHES else 0)
+    assert state(inbox_rows(db.path)[8]) == ("abandoned", None)
 
 
 async def test_the_stored_update_reads_back_as_telegram_sent_it(db):
@@ -255,7 +337,9 @@ async def test_the_stored_update_reads_back_as_telegram_sent_it(db):
     }
     sent = Update.de_json(raw, None)
     await Inbox(db, clock=lambda: T0).accept([sent])
-    (replayed,) = await Inbox(db, clock=lambda: T0).unhandled(Bot("1:x"))
+    queue: asyncio.Queue[Update] = asyncio.Queue()
+    await Inbox(db, clock=lambda: T0).replay(Bot("1:x"), queue)
+    replayed = queue.get_nowait()
     assert replayed == sent
     assert replayed.poll_answer.option_ids == (2,)
     assert replayed.poll_answer.user.id == 7

@@ -216,25 +216,35 @@ class Database:
             )
         return fresh
 
-    async def unhandled_updates(self, max_replays: int, now: dt.datetime) -> tuple[list[str], list[int]]:
-        """Count a replay for every pending update; return the JSON of those to handle again, in order, and the
-        ids given up now because handling them was interrupted more than ``max_replays`` times."""
+    async def unhandled_updates(
+        self, max_crashes: int, now: dt.datetime
+    ) -> tuple[list[tuple[int, int, str]], list[int]]:
+        """Count a replay for every pending update; return (id, replays, JSON) of each, in order, and the ids given
+        up now because the bot died ``max_crashes`` times while handling them alone."""
         async with self._write() as conn:
-            await conn.execute("UPDATE inbox SET replays = replays + 1 WHERE state = 'pending'")
+            # Still pending and handled alone when the bot stopped: it died handling this update, and this one only.
+            await conn.execute("UPDATE inbox SET crashes = crashes + 1, alone = 0 WHERE state = 'pending' AND alone")
             abandoned = [
                 row[0]
                 for row in await conn.execute_fetchall(
-                    "SELECT update_id FROM inbox WHERE state = 'pending' AND replays > ? ORDER BY update_id",
-                    (max_replays,),
+                    "SELECT update_id FROM inbox WHERE state = 'pending' AND crashes >= ? ORDER BY update_id",
+                    (max_crashes,),
                 )
             ]
             await conn.execute(
                 "UPDATE inbox SET state = 'abandoned', payload = NULL, handled_at = ?"
-                " WHERE state = 'pending' AND replays > ?",
-                (_iso(now), max_replays),
+                " WHERE state = 'pending' AND crashes >= ?",
+                (_iso(now), max_crashes),
             )
-            rows = await conn.execute_fetchall("SELECT payload FROM inbox WHERE state = 'pending' ORDER BY update_id")
-        return [row[0] for row in rows], abandoned
+            await conn.execute("UPDATE inbox SET replays = replays + 1 WHERE state = 'pending'")
+            rows = await conn.execute_fetchall(
+                "SELECT update_id, replays, payload FROM inbox WHERE state = 'pending' ORDER BY update_id"
+            )
+        return [(row[0], row[1], row[2]) for row in rows], abandoned
+
+    async def handling_alone(self, update_id: int, alone: bool) -> None:
+        """Note whether a pending update is being handled alone, so that a crash meanwhile is blamed on it."""
+        await self._write_one("UPDATE inbox SET alone = ? WHERE update_id = ?", (int(alone), update_id))
 
     async def updates_handled(self, update_ids: Sequence[int], now: dt.datetime) -> None:
         """Mark updates handled; their text is dropped, their ids kept to recognise redeliveries."""

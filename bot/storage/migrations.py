@@ -72,8 +72,10 @@ MIGRATIONS: tuple[str, ...] = (
         update_id    INTEGER PRIMARY KEY,
         payload      TEXT,                 -- the update as Telegram sent it (JSON); NULL once handled
         received_at  TEXT NOT NULL,
-        state        TEXT NOT NULL DEFAULT 'pending',  -- pending, handled, or abandoned after too many crashes
+        state        TEXT NOT NULL DEFAULT 'pending',  -- pending, handled, or abandoned: it crashed the bot
         replays      INTEGER NOT NULL DEFAULT 0,       -- starts that found it pending and handled it again
+        alone        INTEGER NOT NULL DEFAULT 0,       -- 1 while a start handles it alone, watching it
+        crashes      INTEGER NOT NULL DEFAULT 0,       -- times the bot died while handling it alone
         handled_at   TEXT
     );
     CREATE INDEX inbox_pending ON inbox (update_id) WHERE state = 'pending';
