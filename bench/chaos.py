@@ -39,6 +39,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=9)
     p.add_argument("--deadline", type=float, default=1200, help="seconds each learner may take (default 1200)")
     p.add_argument("--no-calm", action="store_true", help="skip the calm run (no slowdown ratio)")
+    p.add_argument("--keep", type=Path, help="keep each run's database and logs in this folder")
     args = p.parse_args(argv)
     if not 1 <= args.learners <= 200:
         p.error("--learners must be 1..200")
@@ -49,10 +50,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-async def run(plan: ChaosPlan, label: str) -> ChaosResult:
+async def run(plan: ChaosPlan, label: str, keep: Path | None) -> ChaosResult:
     print(f"{label}: {plan.learners} learners, {plan.kills} kills, {plan.fault_rate:.0%} faults", file=sys.stderr)
-    with tempfile.TemporaryDirectory(prefix=f"coursebot-chaos-{label}-") as tmp:
-        result = await run_chaos(plan, Path(tmp))
+    if keep is not None:
+        (keep / label).mkdir(parents=True, exist_ok=True)
+        result = await run_chaos(plan, keep / label)
+    else:
+        with tempfile.TemporaryDirectory(prefix=f"coursebot-chaos-{label}-") as tmp:
+            result = await run_chaos(plan, Path(tmp))
     print(f"{label}: {result.figures.seconds} s, {len(result.problems)} problems", file=sys.stderr)
     return result
 
@@ -61,7 +66,7 @@ async def main_async(args: argparse.Namespace) -> dict:
     plan = ChaosPlan(
         learners=args.learners, kills=args.kills, fault_rate=args.fault_rate, seed=args.seed, deadline=args.deadline
     )
-    chaos = await run(plan, "chaos")
+    chaos = await run(plan, "chaos", args.keep)
     out: dict = {
         "plan": dataclasses.asdict(plan),
         "chaos": dataclasses.asdict(chaos.figures),
@@ -69,7 +74,7 @@ async def main_async(args: argparse.Namespace) -> dict:
     }
     problems = [f"chaos: {problem}" for problem in chaos.problems]
     if not args.no_calm:
-        calm = await run(dataclasses.replace(plan, kills=0, fault_rate=0.0), "calm")
+        calm = await run(dataclasses.replace(plan, kills=0, fault_rate=0.0), "calm", args.keep)
         out["calm"] = dataclasses.asdict(calm.figures)
         out["slowdown_ratio"] = round(chaos.figures.seconds / calm.figures.seconds, 2) if calm.figures.seconds else None
         problems += [f"calm: {problem}" for problem in calm.problems]
