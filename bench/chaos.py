@@ -72,7 +72,7 @@ async def main_async(args: argparse.Namespace) -> dict:
         "chaos": dataclasses.asdict(chaos.figures),
         "chaos_detours": chaos.detours[:40],
     }
-    problems = [f"chaos: {problem}" for problem in chaos.problems]
+    problems = [f"chaos: {problem}" for problem in chaos.problems + chaos.orphan_answers]
     if not args.no_calm:
         calm = await run(dataclasses.replace(plan, kills=0, fault_rate=0.0), "calm", args.keep)
         out["calm"] = dataclasses.asdict(calm.figures)
