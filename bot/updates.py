@@ -107,10 +107,16 @@ class Inbox:
             )
         await self._forget(now)
         if pending:
-            log.info("handling %d updates again that a stop left unhandled", len(pending))
+            log.info("handling %d updates again that the last run left unhandled", len(pending))
         under_way: list[int] = []
         for update_id, replays, payload in pending:
-            update = Update.de_json(json.loads(payload), bot)
+            try:
+                update = Update.de_json(json.loads(payload), bot)
+            except (ValueError, TypeError, KeyError) as exc:
+                # Stored by another version of PTB, say, with a field this one requires: never readable, so given up.
+                log.error("update %s was given up: it cannot be read back (%s)", update_id, exc)
+                await self._db.give_up_update(update_id, now)
+                continue
             suspect = replays > 1
             if suspect:
                 await self._finish(under_way)

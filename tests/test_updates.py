@@ -185,6 +185,27 @@ async def test_an_update_the_bot_died_handling_alone_again_is_given_up_and_the_r
     assert f"update {poison} was given up" in caplog.text
 
 
+async def test_an_update_that_cannot_be_read_back_is_given_up_and_the_rest_go_on(config, standin, caplog):
+    # E.g. stored before an upgrade of PTB that requires a field this update lacks.
+    ada = standin.learner(user_id=4109)
+    unreadable = ada.send_nowait("/lessons")
+    after = ada.send_nowait("/start")
+    await _store_pending(config.db_path, standin, [unreadable, after])
+    await _confirm(standin, after + 1)
+    broken = json.dumps({"update_id": unreadable, "poll_answer": {"poll_id": "p1", "option_ids": [0]}})
+    with sqlite3.connect(config.db_path) as conn:
+        conn.execute("UPDATE inbox SET payload = ? WHERE update_id = ?", (broken, unreadable))
+    conn.close()
+    with caplog.at_level(logging.ERROR, logger="bot.updates"):
+        async with running(config):
+            await standin.settle()
+    assert [m["text"][:8] for m in ada.messages] == ["Welcome!"]
+    rows = inbox_rows(config.db_path)
+    assert state(rows[unreadable]) == ("abandoned", None)
+    assert rows[after]["state"] == "handled"
+    assert f"update {unreadable} was given up: it cannot be read back" in caplog.text
+
+
 async def test_crashes_while_many_updates_are_under_way_are_blamed_on_none(config, standin):
     # Pending after many starts, but never while handled alone: kills from outside, not this update's doing.
     ada = standin.learner(user_id=4108)

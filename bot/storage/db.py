@@ -242,6 +242,13 @@ class Database:
             )
         return [(row[0], row[1], row[2]) for row in rows], abandoned
 
+    async def give_up_update(self, update_id: int, now: dt.datetime) -> None:
+        """Mark a pending update abandoned: it is never handled."""
+        await self._write_one(
+            "UPDATE inbox SET state = 'abandoned', payload = NULL, handled_at = ? WHERE update_id = ?",
+            (_iso(now), update_id),
+        )
+
     async def handling_alone(self, update_id: int, alone: bool) -> None:
         """Note whether a pending update is being handled alone, so that a crash meanwhile is blamed on it."""
         await self._write_one("UPDATE inbox SET alone = ? WHERE update_id = ?", (int(alone), update_id))
