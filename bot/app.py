@@ -16,7 +16,7 @@ from typing import Any
 
 from telegram import BotCommand, Update
 from telegram.error import InvalidToken, NetworkError, TelegramError
-from telegram.ext import Application, ApplicationBuilder, BaseHandler, ContextTypes
+from telegram.ext import ApplicationBuilder, BaseHandler, ContextTypes
 
 from bot import control, events
 from bot.commands import COMMANDS
@@ -32,11 +32,11 @@ from bot.monitoring import Check, MonitoringServer
 from bot.ratelimit import CourseRateLimiter
 from bot.refresh import refresh_readers
 from bot.storage.db import Database, ensure_writable
-from bot.updates import PerLearnerOrder, deduplication
+from bot.updates import Inbox, InboxApplication, PerLearnerOrder, Polling
 from runner.client import RunnerClient, RunnerError
 
 # Application[bot, context, user_data, chat_data, bot_data, job_queue], as build_application makes it.
-CourseApplication = Application[Any, CourseContext, Any, Any, BotData, Any]
+CourseApplication = InboxApplication
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ LONG_POLL_SECONDS = 10
 
 
 def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
-    """Return every handler but deduplication, in the order they are tried."""
+    """Return every handler, in the order they are tried."""
     # Order matters: groups get their pointer before any course handler, and the catch-alls in fallback come last.
     return [
         *fallback.group_handlers(),
@@ -61,9 +61,13 @@ def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
 
 
 def build_application(config: Config, services: Services) -> CourseApplication:
-    """Return the PTB application with every handler registered."""
-    app: CourseApplication = (
+    """Return the PTB application with every handler registered, taking its updates from an inbox."""
+    # Updates reach the application through the inbox (see serve_updates), never through PTB's Updater.
+    inbox = Inbox(services.db)
+    app = (
         ApplicationBuilder()
+        .application_class(InboxApplication, {"inbox": inbox})
+        .updater(None)
         .token(config.token)
         .base_url(config.bot_base_url)
         .base_file_url(config.api_base_url.rstrip("/") + "/file/bot")
@@ -72,7 +76,9 @@ def build_application(config: Config, services: Services) -> CourseApplication:
                 services.metrics, overall_max_rate=config.messages_per_second, max_retries=config.max_retries
             )
         )
-        .concurrent_updates(PerLearnerOrder(config.concurrent_updates, functools.partial(update_scope, services)))
+        .concurrent_updates(
+            PerLearnerOrder(config.concurrent_updates, functools.partial(update_scope, services), inbox)
+        )
         .context_types(ContextTypes(context=CourseContext, bot_data=BotData))
         # Long polling holds one connection open; the others serve replies. Both count their calls.
         .request(MeasuredRequest(services.metrics, connection_pool_size=64))
@@ -81,9 +87,9 @@ def build_application(config: Config, services: Services) -> CourseApplication:
         )
         .build()
     )
+    if not isinstance(app, InboxApplication):
+        raise TypeError(f"PTB built a {type(app).__name__}, not the application class it was given")
     app.bot_data.services = services
-    # Order matters: redeliveries stop before anything else sees them.
-    app.add_handler(deduplication(), group=-1)
     app.add_handlers([timed(handler, services.metrics) for handler in handlers()])
     app.add_error_handler(_on_error)
     return app
@@ -171,6 +177,7 @@ class CourseBot:
         self.app: CourseApplication | None = None
         self._purge: asyncio.Task[None] | None = None
         self.monitoring: MonitoringServer | None = None
+        self.polling: Polling | None = None
         self._watcher: asyncio.Task[None] | None = None
         self.library.prepare = self._adopt
 
@@ -215,22 +222,21 @@ class CourseBot:
             self.app = build_application(self.config, services)
             await self.app.initialize()
             try:
-                await register_commands(self.app, self.library.current.i18n)
+                try:
+                    await register_commands(self.app, self.library.current.i18n)
+                except TelegramError as exc:
+                    # The menu published at an earlier start stays; learners need not wait for this one.
+                    log.warning("the command menu could not be published: %s", exc)
                 if self.config.monitoring is not None:
                     host, port = self.config.monitoring
                     self.monitoring = await self._stack.enter_async_context(
                         MonitoringServer(host, port, services.metrics, health_checks(services), _runner_load(services))
                     )
                 await self.app.start()
-                if self.app.updater is None:
-                    raise RuntimeError("the application was built without an updater")
-                await self.app.updater.start_polling(
-                    timeout=LONG_POLL_SECONDS,
-                    allowed_updates=ALLOWED_UPDATES,
-                    drop_pending_updates=False,
-                    error_callback=_polling_error,
-                )
+                self.polling = await serve_updates(self.app)
             except BaseException:
+                if self.app.running:
+                    await self.app.stop()
                 await self.app.shutdown()
                 raise
         except BaseException:
@@ -254,10 +260,11 @@ class CourseBot:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         try:
-            if app.updater is not None and app.updater.running:
-                await app.updater.stop()
+            if self.polling is not None:
+                await self.polling.stop()
             if app.running:
-                await app.stop()
+                await app.stop()  # waits for the updates under way and the tasks they started
+            await app.inbox.flush()
             await app.shutdown()
         finally:
             await db.close()
@@ -315,8 +322,22 @@ async def connect_runner(config: Config) -> AsyncIterator[SnippetRunner | None]:
             yield client
 
 
-def _polling_error(error: TelegramError) -> None:
-    # PTB retries polling by itself; one line per failure, without the traceback noise.
+async def serve_updates(app: CourseApplication) -> Polling:
+    """Hand the application what a crash left unhandled, then poll for updates, each on disk before it is confirmed."""
+    polling = Polling(
+        app.bot,
+        app.inbox,
+        app.update_queue,
+        timeout=LONG_POLL_SECONDS,
+        allowed_updates=ALLOWED_UPDATES,
+        on_error=_polling_error,
+    )
+    await polling.start()
+    return polling
+
+
+def _polling_error(error: Exception) -> None:
+    # Polling goes on by itself; one line per failure, without the traceback noise.
     log.warning("polling failed, retrying: %s", error)
 
 

@@ -54,10 +54,12 @@ async def test_healthz_is_ok_while_the_database_takes_writes_and_the_bot_api_ans
 
 
 async def test_a_failed_save_is_counted_and_never_told_progress_is_saved(monitored, standin, monkeypatch):
-    async def readonly(update_id: int) -> bool:
+    async def readonly(*args: object, **kwargs: object) -> object:
         raise sqlite3.OperationalError("attempt to write a readonly database")
 
-    monkeypatch.setattr(monitored.db, "first_delivery", readonly)
+    # /start's handler reads the learner's progress: the database fails there as a full disk or a
+    # read-only file would.
+    monkeypatch.setattr(monitored.db, "progress", readonly)
     ada = standin.learner(user_id=9102)
     reply = await send_and_wait(ada, "/start")
     assert "could not be saved" in reply["text"] and "progress is saved" not in reply["text"]

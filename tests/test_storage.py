@@ -144,23 +144,6 @@ async def test_close_twice_is_fine_and_leaves_no_wal_file(db_path):
     assert rows(db_path, "SELECT user_id FROM learners") == [(USER,)]
 
 
-# Updates.
-
-
-async def test_first_delivery_is_true_once_per_update_id(db):
-    assert await db.first_delivery(500) is True
-    assert await db.first_delivery(500) is False
-    assert await db.first_delivery(501) is True
-    assert await db.first_delivery(500) is False
-
-
-async def test_old_update_ids_are_forgotten(db):
-    assert await db.first_delivery(7) is True
-    assert await db.first_delivery(db_module.REMEMBERED_UPDATES + 1000) is True  # prunes ids below 1000
-    assert await db.first_delivery(7) is True
-    assert await db.first_delivery(db_module.REMEMBERED_UPDATES + 1000) is False
-
-
 # Learners.
 
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import logging
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,8 +28,6 @@ from bot.storage.migrations import MIGRATIONS
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 5000
-# Telegram redelivers an update only within a short window; this many ids are remembered.
-REMEMBERED_UPDATES = 100_000
 
 
 Params: TypeAlias = tuple[Any, ...] | dict[str, Any]
@@ -188,17 +187,27 @@ class Database:
             await self._conn.close()
 
     @asynccontextmanager
-    async def _write(self) -> AsyncIterator[aiosqlite.Connection]:
-        """Run a block as one transaction, one writer at a time."""
+    async def _write(self, *, to_disk: bool = False) -> AsyncIterator[aiosqlite.Connection]:
+        """Run a block as one transaction, one writer at a time.
+
+        Every commit survives a crash of the bot (WAL, synchronous NORMAL); ``to_disk`` waits until it would survive
+        a crash of the machine too (synchronous FULL: the WAL is synced at commit), for what cannot be redone.
+        """
         async with self._writer:
-            await self._conn.execute("BEGIN IMMEDIATE")
+            if to_disk:
+                await self._conn.execute("PRAGMA synchronous = FULL")
             try:
-                yield self._conn
-            except BaseException:
-                await self._conn.execute("ROLLBACK")
-                raise
-            else:
-                await self._conn.execute("COMMIT")
+                await self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._conn
+                except BaseException:
+                    await self._conn.execute("ROLLBACK")
+                    raise
+                else:
+                    await self._conn.execute("COMMIT")
+            finally:
+                if to_disk:
+                    await self._conn.execute("PRAGMA synchronous = NORMAL")
 
     async def _write_one(self, sql: str, params: Params = ()) -> int:
         """Run one statement as its own transaction (autocommit); return the rows it changed.
@@ -222,7 +231,7 @@ class Database:
         row = await self._one("PRAGMA user_version")
         return int(row["user_version"]) if row is not None else 0
 
-    # Updates
+    # Updates: the inbox (bot.updates)
 
     async def check_writable(self) -> None:
         """Take a write transaction and commit it (it changes nothing): raises if the database cannot be written."""
@@ -231,20 +240,76 @@ class Database:
             # PRAGMA takes no bound parameters; version is our own integer.
             await conn.execute(f"PRAGMA user_version = {int(version)}")
 
-    async def first_delivery(self, update_id: int) -> bool:
-        """Record ``update_id``; return False if it was already processed (a redelivery)."""
-        fresh = (
-            await self._write_one(
-                "INSERT OR IGNORE INTO processed_updates (update_id, processed_at) VALUES (?, ?)",
-                (update_id, self._now()),
+    async def accept_updates(self, updates: Sequence[tuple[int, str]], now: dt.datetime) -> set[int]:
+        """Store fetched updates (id, JSON) as pending, on disk; return the ids not stored before.
+
+        An id stored before is a redelivery: pending (replayed at start) or handled already, so not new.
+        """
+        if not updates:
+            return set()
+        ids = json.dumps([update_id for update_id, _ in updates])
+        # Telegram forgets an update once the next getUpdates confirms it, so it must be on disk by then.
+        async with self._write(to_disk=True) as conn:
+            known = await conn.execute_fetchall(
+                "SELECT update_id FROM inbox WHERE update_id IN (SELECT value FROM json_each(?))", (ids,)
             )
-            == 1
-        )
-        if fresh and update_id % 1000 == 0:
-            await self._write_one(
-                "DELETE FROM processed_updates WHERE update_id < ?", (update_id - REMEMBERED_UPDATES,)
+            fresh = {update_id for update_id, _ in updates} - {row[0] for row in known}
+            await conn.executemany(
+                "INSERT INTO inbox (update_id, payload, received_at) VALUES (?, ?, ?)",
+                [(update_id, payload, timestamp(now)) for update_id, payload in updates if update_id in fresh],
             )
         return fresh
+
+    async def unhandled_updates(
+        self, max_crashes: int, now: dt.datetime
+    ) -> tuple[list[tuple[int, int, str]], list[int]]:
+        """Count a replay for every pending update; return (id, replays, JSON) of each, in order, and the ids given
+        up now because the bot died ``max_crashes`` times while handling them alone."""
+        async with self._write() as conn:
+            # Still pending and handled alone when the bot stopped: it died handling this update, and this one only.
+            await conn.execute("UPDATE inbox SET crashes = crashes + 1, alone = 0 WHERE state = 'pending' AND alone")
+            abandoned = [
+                row[0]
+                for row in await conn.execute_fetchall(
+                    "SELECT update_id FROM inbox WHERE state = 'pending' AND crashes >= ? ORDER BY update_id",
+                    (max_crashes,),
+                )
+            ]
+            await conn.execute(
+                "UPDATE inbox SET state = 'abandoned', payload = NULL, handled_at = ?"
+                " WHERE state = 'pending' AND crashes >= ?",
+                (timestamp(now), max_crashes),
+            )
+            await conn.execute("UPDATE inbox SET replays = replays + 1 WHERE state = 'pending'")
+            rows = await conn.execute_fetchall(
+                "SELECT update_id, replays, payload FROM inbox WHERE state = 'pending' ORDER BY update_id"
+            )
+        return [(row[0], row[1], row[2]) for row in rows], abandoned
+
+    async def give_up_update(self, update_id: int, now: dt.datetime) -> None:
+        """Mark a pending update abandoned: it is never handled."""
+        await self._write_one(
+            "UPDATE inbox SET state = 'abandoned', payload = NULL, handled_at = ? WHERE update_id = ?",
+            (timestamp(now), update_id),
+        )
+
+    async def handling_alone(self, update_id: int, alone: bool) -> None:
+        """Note whether a pending update is being handled alone, so that a crash meanwhile is blamed on it."""
+        await self._write_one("UPDATE inbox SET alone = ? WHERE update_id = ?", (int(alone), update_id))
+
+    async def updates_handled(self, update_ids: Sequence[int], now: dt.datetime) -> None:
+        """Mark updates handled; their text is dropped, their ids kept to recognise redeliveries."""
+        await self._write_one(
+            "UPDATE inbox SET state = 'handled', payload = NULL, handled_at = ?"
+            " WHERE update_id IN (SELECT value FROM json_each(?)) AND state = 'pending'",
+            (timestamp(now), json.dumps(list(update_ids))),
+        )
+
+    async def forget_updates(self, received_before: dt.datetime) -> int:
+        """Delete handled updates received before ``received_before``; return how many."""
+        return await self._write_one(
+            "DELETE FROM inbox WHERE state != 'pending' AND received_at < ?", (timestamp(received_before),)
+        )
 
     # Learners
 

@@ -172,4 +172,22 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX events_by_lesson ON events (lesson_id, kind, at);
     CREATE INDEX events_by_user ON events (user_id, at);
     """,
+    # 5: the inbox: every update stored before Telegram is told it arrived, pending until handled, replayed at
+    # start after a crash; its handled rows drop Telegram's redeliveries, which processed_updates did.
+    """
+    CREATE TABLE inbox (
+        update_id    INTEGER PRIMARY KEY,
+        payload      TEXT,                 -- the update as Telegram sent it (JSON); NULL once handled
+        received_at  TEXT NOT NULL,
+        state        TEXT NOT NULL DEFAULT 'pending',  -- pending, handled, or abandoned: it crashed the bot
+        replays      INTEGER NOT NULL DEFAULT 0,       -- starts that found it pending and handled it again
+        alone        INTEGER NOT NULL DEFAULT 0,       -- 1 while a start handles it alone, watching it
+        crashes      INTEGER NOT NULL DEFAULT 0,       -- times the bot died while handling it alone
+        handled_at   TEXT
+    );
+    CREATE INDEX inbox_pending ON inbox (update_id) WHERE state = 'pending';
+    INSERT INTO inbox (update_id, received_at, state, handled_at)
+        SELECT update_id, processed_at, 'handled', processed_at FROM processed_updates;
+    DROP TABLE processed_updates;
+    """,
 )
