@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bot import lessontext
+from bot.content.drill_parsing import read_drill_translations, read_drills
 from bot.content.model import (
     CHECK_KINDS,
     Content,
@@ -51,7 +52,7 @@ def _read_english_lesson(file: ContentFile, data: LinedMap, number: int) -> Less
         data,
         "lesson",
         {"id": str, "title": str, "summary": str, "slides": list, "quiz": list, "recap": str, "exercise": dict},
-        {},
+        {"drills": list},
     )
     slides = [
         _read_slide(file, line, item, item_id)
@@ -72,8 +73,9 @@ def _read_english_lesson(file: ContentFile, data: LinedMap, number: int) -> Less
     _count(file, data, "slides", len(data["slides"]), SLIDE_COUNT, "slides")
     _count(file, data, "quiz", len(data["quiz"]), QUIZ_COUNT, "questions in the Quick Check")
     exercise = _read_exercise(file, data["exercise"])
+    drills = read_drills(file, data)
     read_slides, read_quiz = _all_read(slides), _all_read(quiz)
-    if read_slides is None or read_quiz is None or exercise is None:
+    if read_slides is None or read_quiz is None or exercise is None or drills is None:
         return None
     return Lesson(
         id=top["id"],
@@ -84,6 +86,7 @@ def _read_english_lesson(file: ContentFile, data: LinedMap, number: int) -> Less
         quiz=read_quiz,
         recap=top["recap"],
         exercise=exercise,
+        drills=drills,
         source=file.source(data.line),
     )
 
@@ -130,25 +133,8 @@ def _read_exercise(file: ContentFile, node: LinedMap) -> Exercise | None:
     if not low <= len(node["checks"]) <= high:
         file.problem(node.key_lines["checks"], f"{where}: has {len(node['checks'])} checks, expected {low} to {high}")
     for _line, item, check_id in file.unique_ids(file.items(node, "checks", where), "check"):
-        check_where = f"check '{check_id}'"
-        fields = file.fields(item, check_where, {"id": str, "expr": str, "kind": str, "fail": str}, {"expect": object})
-        if fields is None:
-            continue
-        if fields["kind"] not in CHECK_KINDS:
-            file.problem(item.key_lines["kind"], f"{check_where}: kind must be one of {', '.join(CHECK_KINDS)}")
-            continue
-        if fields["kind"] != "true" and "expect" not in fields:
-            file.problem(item.line, f"{check_where}: missing 'expect' (only kind 'true' goes without)")
-            continue
-        try:
-            compile(fields["expr"], "<check>", "eval")
-        except SyntaxError as exc:
-            file.problem(item.key_lines["expr"], f"{check_where}: 'expr' is not a Python expression ({exc.msg})")
-            continue
-        file.check_lesson_text(item, "fail", check_where)
-        checks.append(
-            ExerciseCheck(check_id, fields["expr"], fields["kind"], plain(fields.get("expect")), fields["fail"])
-        )
+        if (check := read_check(file, item, check_id, expect_required=True)) is not None:
+            checks.append(check)
     if hints is None or len(checks) != len(node["checks"]):
         return None
     return Exercise(
@@ -160,6 +146,27 @@ def _read_exercise(file: ContentFile, node: LinedMap) -> Exercise | None:
         solution=_required_code(values["solution"]),
         source=file.source(node.line),
     )
+
+
+def read_check(file: ContentFile, item: LinedMap, check_id: str, *, expect_required: bool) -> ExerciseCheck | None:
+    """Read one hidden check; without ``expect_required``, a check may leave 'expect' out (a reference gives it)."""
+    check_where = f"check '{check_id}'"
+    fields = file.fields(item, check_where, {"id": str, "expr": str, "kind": str, "fail": str}, {"expect": object})
+    if fields is None:
+        return None
+    if fields["kind"] not in CHECK_KINDS:
+        file.problem(item.key_lines["kind"], f"{check_where}: kind must be one of {', '.join(CHECK_KINDS)}")
+        return None
+    if expect_required and fields["kind"] != "true" and "expect" not in fields:
+        file.problem(item.line, f"{check_where}: missing 'expect' (only kind 'true' goes without)")
+        return None
+    try:
+        compile(fields["expr"], "<check>", "eval")
+    except SyntaxError as exc:
+        file.problem(item.key_lines["expr"], f"{check_where}: 'expr' is not a Python expression ({exc.msg})")
+        return None
+    file.check_lesson_text(item, "fail", check_where)
+    return ExerciseCheck(check_id, fields["expr"], fields["kind"], plain(fields.get("expect")), fields["fail"])
 
 
 def _count(file: ContentFile, data: LinedMap, key: str, n: int, bounds: tuple[int, int], what: str) -> None:
@@ -257,6 +264,7 @@ def _read_translation(file: ContentFile, data: LinedMap, english: Lesson) -> Les
                 "quiz": list,
                 "recap": str,
                 "exercise": dict,
+                "drills": list,
                 "sources": dict,
             },
         )
@@ -315,6 +323,8 @@ def _read_translation(file: ContentFile, data: LinedMap, english: Lesson) -> Les
     parts: dict[str, int] = {key: data.key_lines[key] for key in ("title", "summary", "recap") if key in top}
     parts |= {f"slide/{slide_id}": slide.source.line for slide_id, slide in translated_slides.items()}
     parts |= {f"question/{question_id}": q.source.line for question_id, q in translated_quiz.items()}
+    drills = read_drill_translations(file, data, english)
+    parts |= {f"drill/{drill.id}": drill.source.line for drill in drills if not drill.fallback}
     exercise: Exercise | None = english.exercise
     if "exercise" in top and english.exercise is not None:
         exercise = _read_exercise_translation(file, top["exercise"], english.exercise)
@@ -329,6 +339,7 @@ def _read_translation(file: ContentFile, data: LinedMap, english: Lesson) -> Les
         recap=top.get("recap", english.recap),
         recap_fallback="recap" not in top,
         exercise=exercise,
+        drills=drills,
         translation=_translation(
             file,
             data,
@@ -383,18 +394,37 @@ def _read_exercise_translation(file: ContentFile, node: LinedMap, english: Exerc
     if starter is not None and (difference := code_difference(starter, english.starter)) is not None:
         file.problem(node.key_lines["starter"], f"{where}: 'starter' {difference}")
         starter = None
+    checks = translated_checks(file, node, english.checks, where)
+    if hints is None or checks is None or (starter is None and "starter" in values):
+        return fallback
+    return replace(
+        english,
+        title=values["title"],
+        instructions=values["instructions"],
+        starter=starter or english.starter,
+        hints=hints,
+        checks=checks,
+        source=file.source(node.line),
+    )
+
+
+def translated_checks(
+    file: ContentFile, node: LinedMap, english: tuple[ExerciseCheck, ...], where: str
+) -> tuple[ExerciseCheck, ...] | None:
+    """Return the English checks with the 'fail' messages translated under ``node``, or None if any is missing."""
     fails: dict[str, str] = {}
-    by_id = {check.id: check for check in english.checks}
+    by_id = {check.id: check for check in english}
     listed = file.unique_ids(file.items(node, "checks", where), "check")
-    absent = [check.id for check in english.checks if check.id not in {check_id for _, _, check_id in listed}]
+    absent = [check.id for check in english if check.id not in {check_id for _, _, check_id in listed}]
     if absent:
         file.problem(
-            node.key_lines["checks"], f"{where}: no translated 'fail' for check {', '.join(map(repr, absent))}"
+            node.key_lines.get("checks", node.line),
+            f"{where}: no translated 'fail' for check {', '.join(map(repr, absent))}",
         )
     for _line, item, check_id in listed:
         check_where = f"check '{check_id}'"
         if check_id not in by_id:
-            file.problem(item.key_lines["id"], f"{check_where} is not in the English exercise")
+            file.problem(item.key_lines["id"], f"{check_where} is not in the English {where}")
             continue
         fields = file.fields(item, check_where, {"id": str, "fail": str}, {})
         if fields is None:
@@ -414,17 +444,9 @@ def _read_exercise_translation(file: ContentFile, node: LinedMap, english: Exerc
             )
             continue
         fails[check_id] = fields["fail"]
-    if hints is None or len(fails) != len(english.checks) or (starter is None and "starter" in values):
-        return fallback
-    return replace(
-        english,
-        title=values["title"],
-        instructions=values["instructions"],
-        starter=starter or english.starter,
-        hints=hints,
-        checks=tuple(replace(check, fail=fails[check.id]) for check in english.checks),
-        source=file.source(node.line),
-    )
+    if len(fails) != len(english):
+        return None
+    return tuple(replace(check, fail=fails[check.id]) for check in english)
 
 
 def _code_tokens(code: str) -> tuple[list[tuple[int, str]], list[str]]:
