@@ -20,7 +20,7 @@ from bot.content.load import load_valid
 from bot.content.model import Content
 from bot.context import BotData, CourseContext, Services, SnippetRunner, update_scope
 from bot.errors import ConfigError
-from bot.handlers import course, fallback, language, lessons, practice, progress, quiz, settings
+from bot.handlers import course, drills, fallback, language, lessons, practice, progress, quiz, settings
 from bot.i18n import DEFAULT_LANGUAGE, I18n, _, telegram_code
 from bot.ratelimit import CourseRateLimiter
 from bot.storage.db import Database
@@ -44,6 +44,7 @@ def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
         *course.handlers(),
         *lessons.handlers(),
         *quiz.handlers(),
+        *drills.handlers(),
         *progress.handlers(),
         *settings.handlers(),
         *language.handlers(),

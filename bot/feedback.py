@@ -17,8 +17,14 @@ _FENCE = re.compile(r"```(?:python|py)?[ \t]*\n?(.*?)```", re.DOTALL | re.IGNORE
 
 
 def runner_checks(exercise: Exercise) -> ExerciseChecks:
-    """Return the exercise's checks as the runner takes them; expected values stay outside the sandbox."""
-    return ExerciseChecks(tuple(Check(id=c.id, expr=c.expr, kind=c.kind, expect=c.expect) for c in exercise.checks))
+    """Return the exercise's checks as the runner takes them; expected values stay outside the sandbox.
+
+    A check without an expected value compares with what the exercise's solution gives, run on the same seed.
+    """
+    return ExerciseChecks(
+        tuple(Check(id=c.id, expr=c.expr, kind=c.kind, expect=c.expect) for c in exercise.checks),
+        reference=exercise.solution,
+    )
 
 
 def fenced_code(text: str) -> str | None:

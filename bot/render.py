@@ -13,21 +13,26 @@ from bot.callbacks import (
     ChooseLanguage,
     ConfirmReset,
     Continue,
+    DrillTap,
     LeavePractice,
     OpenLesson,
     RetakeMissed,
+    ShowDrill,
     ShowHint,
     ShowMenu,
     ShowSlide,
+    StartDrills,
     StartPractice,
     StartQuiz,
 )
 from bot.commands import COMMANDS
-from bot.content.model import Course, Exercise, Lesson, Question
-from bot.i18n import _, date, fraction, ngettext, number, own_name, percent
+from bot.content.model import ChoiceDrill, Course, Drill, Exercise, Lesson, ParsonsDrill, Question
+from bot.drills import DrillProgress, Move, Reason, Verdict, arrangement
+from bot.feedback import feedback_lines
+from bot.i18n import _, date, fraction, isolate, ngettext, number, own_name, percent
 from bot.learner import NOT_STARTED, LessonProgress
 from bot.navigation import Place
-from bot.safehtml import Html, bold, code_block, escape, fill, italic, join
+from bot.safehtml import Html, bold, code, code_block, escape, fill, italic, join, pre
 from bot.states import Stage, stage
 
 
@@ -82,7 +87,7 @@ def lesson_state(lesson: Lesson, progress: LessonProgress, *, dated: bool = Fals
             return _("done on {date} ✅").format(date=date(progress.completed_on))
         return _("done ✅")
     if current is Stage.QUIZ:
-        return _("Quick Check to answer")
+        return _("Quick Check and drills to finish") if lesson.drills else _("Quick Check to answer")
     if current is Stage.READING:
         return _("in progress, slide {n} of {total}").format(
             n=number(progress.slide + 1), total=number(len(lesson.slides))
@@ -154,7 +159,8 @@ def slide(course: Course, lesson: Lesson, index: int) -> Screen:
         nav.append(_button(_("Next ▶"), ShowSlide(lesson.id, index + 1)))
     else:
         nav.append(_button(_("Quick Check ▶"), StartQuiz(lesson.id)))
-    return Screen(join(parts), _keyboard(nav, _lessons_button()))
+    drills = _drills_button(lesson) if index == lesson.last_slide else []
+    return Screen(join(parts), _keyboard(nav, drills, _lessons_button()))
 
 
 def quiz_intro(lesson: Lesson, remaining: int, *, retake: bool) -> Screen:
@@ -195,10 +201,9 @@ def quiz_result(course: Course, lesson: Lesson, correct: int, missed: int) -> Sc
     parts: list[str] = [bold(score), join([bold(_("Recap")), lessontext.to_html(lesson.recap)], "\n")]
     if lesson.recap_fallback:
         parts.append(fallback_notice())
-    rows = []
+    rows = [_drills_button(lesson)]
     if lesson.exercise is not None:
-        label = _("💻 Practice: {title}").format(title=lessontext.to_plain(lesson.exercise.title))
-        rows.append([_button(label, StartPractice(lesson.id))])
+        rows.append(_practice_button(lesson, lesson.exercise))
     if missed:
         label = ngettext("↻ Retake the question I missed", "↻ Retake the {n} questions I missed", missed).format(
             n=number(missed)
@@ -211,6 +216,11 @@ def quiz_result(course: Course, lesson: Lesson, correct: int, missed: int) -> Sc
     return Screen(join(parts), _keyboard(*rows))
 
 
+def _practice_button(lesson: Lesson, exercise: Exercise) -> list[InlineKeyboardButton]:
+    label = _("💻 Practice: {title}").format(title=lessontext.to_plain(exercise.title))
+    return [_button(label, StartPractice(lesson.id))]
+
+
 def progress_report(
     course: Course,
     progress: Mapping[str, LessonProgress],
@@ -218,6 +228,7 @@ def progress_report(
     total: int,
     answered: int,
     exercises_passed: int = 0,
+    drills_solved: int = 0,
 ) -> Screen:
     """Render /progress: lessons done, the Quick Check score and each lesson's state."""
     done = sum(1 for lesson in course.lessons if stage(progress.get(lesson.id, NOT_STARTED)) is Stage.DONE)
@@ -234,10 +245,15 @@ def progress_report(
     practice_line = ngettext(
         "{passed} of {total} exercise passed.", "{passed} of {total} exercises passed.", exercises
     ).format(passed=number(exercises_passed), total=number(exercises))
+    drills = sum(len(lesson.drills) for lesson in course.lessons)
+    drills_line = ngettext("{solved} of {total} drill solved.", "{solved} of {total} drills solved.", drills).format(
+        solved=number(drills_solved), total=number(drills)
+    )
     parts: list[str] = [
         bold(_("Your progress")),
         lessons_line,
         score_line,
+        *([drills_line] if drills else []),
         practice_line,
         _lesson_list(course, progress, dated=True),
     ]
@@ -366,3 +382,174 @@ def hint(lesson: Lesson, course: Course, shown: int) -> Screen:
 def run_output(output: Html, status: str | None) -> Screen:
     """Render an ungraded run: what it printed, and why it ended if a limit stopped it."""
     return Screen(output if status is None else join([output, lessontext.plain(status)]))
+
+
+# Drills: one message, edited in place as the learner taps (bot/drills.py holds the rules).
+
+
+def _drills_button(lesson: Lesson) -> list[InlineKeyboardButton]:
+    return [_button(_("🧩 Code drills ▶"), StartDrills(lesson.id))] if lesson.drills else []
+
+
+@dataclass(frozen=True)
+class DrillView:
+    """What a drill's screen shows besides the drill: the learner's attempt and what happened just now."""
+
+    progress: DrillProgress
+    order: list[int]  # the pieces' or choices' numbers in the order this learner's buttons list them
+    solved: frozenset[str] = frozenset()  # ids of the lesson's drills this learner has solved
+    verdict: Verdict | None = None  # the answer just graded, if the tap gave one
+    quiz_left: bool = False  # questions of the Quick Check still unanswered: offered once the drills are done
+
+
+_DRILL_HEADERS = {
+    "parsons": lambda: _("🧩 Drill {n} of {total}: put the lines in order"),
+    "fill": lambda: _("🧩 Drill {n} of {total}: fill in the blank"),
+    "predict": lambda: _("🧩 Drill {n} of {total}: predict the output"),
+}
+INDENT_MARK = "⇥ "  # a Parsons button shows each level of a line's indentation with one (spaces would not show)
+
+
+def piece_label(piece: str) -> str:
+    """Return a Parsons line as its button shows it: indentation as marks, the code kept left to right."""
+    code_text = piece.lstrip(" ")
+    return isolate(INDENT_MARK * ((len(piece) - len(code_text)) // 4) + code_text)
+
+
+def drill(course: Course, lesson: Lesson, shown: Drill, view: DrillView) -> Screen:
+    """Render a drill: the task, the learner's attempt, the verdict, and buttons for the next tap."""
+    header = fill(
+        _DRILL_HEADERS[shown.kind](), n=number(lesson.drills.index(shown) + 1), total=number(len(lesson.drills))
+    )
+    parts: list[str] = [join([bold(header), lessontext.to_html(shown.prompt)], "\n")]
+    if shown.fallback:
+        parts.append(fallback_notice())
+    progress = view.progress
+    if isinstance(shown, ParsonsDrill):
+        parts += _parsons_body(shown, progress)
+    elif shown.kind == "fill":
+        parts.append(code_block(shown.answer if progress.done else shown.code))
+    else:
+        parts.append(code_block(shown.code))
+        if progress.done:
+            parts.append(join([_("It prints:"), pre(shown.choices[shown.correct])], "\n"))
+    parts += _drill_verdict(lesson, shown, view)
+    rows = _drill_moves(lesson, shown, view) if not progress.done else _drill_way_on(course, lesson, shown, view)
+    rows.append(_lessons_button() + _drill_chips(lesson, shown, view.solved))
+    return Screen(join(parts), _keyboard(*rows))
+
+
+def _parsons_body(shown: ParsonsDrill, progress: DrillProgress) -> list[str]:
+    body: list[str]
+    if not progress.placed:
+        body = [italic(_("Tap the lines in order, starting with the first."))]
+    else:
+        body = [code_block("\n".join(arrangement(shown, progress.placed)))]
+    if progress.done:
+        return body
+    status = ngettext("{placed} of {total} line placed.", "{placed} of {total} lines placed.", len(shown.lines)).format(
+        placed=number(len(progress.placed)), total=number(len(shown.lines))
+    )
+    if shown.distractors:
+        status += " " + ngettext("One line is not needed.", "{n} lines are not needed.", len(shown.distractors)).format(
+            n=number(len(shown.distractors))
+        )
+    return [*body, status]
+
+
+def _drill_verdict(lesson: Lesson, shown: Drill, view: DrillView) -> list[str]:
+    verdict, progress = view.verdict, view.progress
+    if progress.done:
+        if verdict is not None and verdict.reason is Reason.SAME_RESULTS:
+            right = _("✅ Right! Your order differs from ours but gives the same results, so it works just as well.")
+        else:
+            right = _("✅ Right!")
+        parts: list[str] = [join([bold(right), lessontext.to_html(shown.explanation)], "\n")]
+        if all(d.id in view.solved or d.id == shown.id for d in lesson.drills) and len(lesson.drills) > 1:
+            parts.append(_("Every drill of this lesson is solved."))
+        return parts
+    if verdict is None:
+        return [italic(_("This order is not right yet. Undo a line or start over."))] if progress.checked else []
+    messages = {
+        Reason.WRONG_CHOICE: lambda: fill(_("✗ {choice} is not it. Try another one."), choice=code(verdict.detail)),
+        Reason.DISTRACTOR: lambda: fill(
+            _("✗ {line} does not belong in this program. Undo and try again."), line=code(verdict.detail)
+        ),
+        Reason.NOT_PYTHON: lambda: fill(
+            _("✗ In this order the lines are not valid Python: {error}"), error=code(verdict.detail)
+        ),
+        Reason.RAISES: lambda: fill(
+            _("✗ In this order the program stops with an error: {error}"), error=code(verdict.detail)
+        ),
+        Reason.CHECKS: lambda: join(
+            [bold(_("This order runs, but it does not do what it should:")), feedback_lines(list(verdict.failed))], "\n"
+        ),
+        Reason.UNCHECKED: lambda: escape(
+            _("✗ That is not the order we wrote, and running code is off here, so I cannot try yours.")
+        ),
+    }
+    return [messages[verdict.reason]()] if verdict.reason in messages else []
+
+
+def _tap(lesson: Lesson, shown: Drill, progress: DrillProgress, move: Move, arg: int = 0) -> DrillTap:
+    return DrillTap(lesson.id, shown.id, move.value, arg, progress.stamp)
+
+
+def _drill_moves(lesson: Lesson, shown: Drill, view: DrillView) -> list[list[InlineKeyboardButton]]:
+    progress = view.progress
+    if isinstance(shown, ChoiceDrill):
+        return [
+            [
+                _button(
+                    ("✗ " if i in progress.ruled_out else "") + isolate(shown.choices[i]),
+                    _tap(lesson, shown, progress, Move.CHOOSE, i),
+                )
+            ]
+            for i in view.order
+        ]
+    rows = []
+    if len(progress.placed) < len(shown.lines):
+        rows = [
+            [_button(piece_label(shown.pieces[i]), _tap(lesson, shown, progress, Move.PLACE, i))]
+            for i in view.order
+            if i not in progress.placed
+        ]
+    controls = []
+    if progress.placed:
+        controls.append(_button(_("↶ Undo"), _tap(lesson, shown, progress, Move.UNDO)))
+        controls.append(_button(_("⟲ Start over"), _tap(lesson, shown, progress, Move.RESET)))
+    if len(progress.placed) == len(shown.lines) and not progress.checked:
+        controls.append(_button(_("✔ Check"), _tap(lesson, shown, progress, Move.CHECK)))
+    return [*rows, controls]
+
+
+def _next_unsolved(lesson: Lesson, shown: Drill, solved: frozenset[str]) -> Drill | None:
+    at = lesson.drills.index(shown)
+    after = lesson.drills[at + 1 :] + lesson.drills[:at]
+    return next((d for d in after if d.id not in solved), None)
+
+
+def _drill_way_on(course: Course, lesson: Lesson, shown: Drill, view: DrillView) -> list[list[InlineKeyboardButton]]:
+    """Buttons under a solved drill: try it again, then the next drill, or what is left of the lesson."""
+    rows = [[_button(_("↻ Again"), _tap(lesson, shown, view.progress, Move.AGAIN))]]
+    following = _next_unsolved(lesson, shown, view.solved | {shown.id})
+    if following is not None:
+        rows[0].append(_button(_("Next drill ▶"), ShowDrill(lesson.id, following.id)))
+        return rows
+    if view.quiz_left:
+        rows.append([_button(_("Quick Check ▶"), StartQuiz(lesson.id))])
+    if lesson.exercise is not None:
+        rows.append(_practice_button(lesson, lesson.exercise))
+    rows.append(_next_lesson_button(course, lesson))
+    return rows
+
+
+def _drill_chips(lesson: Lesson, shown: Drill, solved: frozenset[str]) -> list[InlineKeyboardButton]:
+    """Return one small button per drill of the lesson, to go to any of them: ✅ marks the solved, · the one shown."""
+    if len(lesson.drills) < 2:
+        return []
+    chips = []
+    for n, other in enumerate(lesson.drills, start=1):
+        label = number(n) + (" ✅" if other.id in solved else "")
+        chips.append(_button(f"· {label} ·" if other.id == shown.id else label, ShowDrill(lesson.id, other.id)))
+    return chips

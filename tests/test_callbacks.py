@@ -11,12 +11,15 @@ from bot.callbacks import (
     ChooseLanguage,
     ConfirmReset,
     Continue,
+    DrillTap,
     LeavePractice,
     OpenLesson,
     RetakeMissed,
+    ShowDrill,
     ShowHint,
     ShowMenu,
     ShowSlide,
+    StartDrills,
     StartPractice,
     StartQuiz,
     matches,
@@ -38,6 +41,11 @@ EXAMPLES = [
     LeavePractice("no-grad"),
     ChooseLanguage("pt-br"),
     ChooseLanguage.of(None),
+    StartDrills("grad"),
+    ShowDrill("grad", "step-order"),
+    DrillTap("grad", "step-order", "p", 3, 12),
+    # The longest a drill tap can be: a lesson id and a drill id of their most characters, the highest turn.
+    DrillTap("a" * 32, "b" * 16, "k", 9, 999),
 ]
 
 

@@ -15,6 +15,7 @@ from bot.callbacks import RetakeMissed, StartQuiz, matches
 from bot.content.model import Lesson
 from bot.context import CourseContext
 from bot.handlers.common import button, for_learner, lesson_gone, send, show_in_tapped, tapped_message
+from bot.handlers.drills import finish_if_done
 from bot.i18n import _
 from bot.learner import NOT_STARTED, ReaderView, SentPoll
 from bot.navigation import lesson_score, missed, unanswered
@@ -138,9 +139,8 @@ async def poll_answer(update: Update, context: CourseContext) -> None:
     if remaining:
         await _ask(context, lesson, remaining[0])
         return
+    await finish_if_done(context, lesson)
     answers = await db.latest_answers(context.learner.user_id)
-    if not unanswered(lesson, answers):
-        await db.complete_lesson(context.learner.user_id, lesson.id)
     screen = render.quiz_result(context.course, lesson, lesson_score(lesson, answers), len(missed(lesson, answers)))
     message = await send(context, context.learner.chat_id, screen)
     await db.set_reader_message(context.learner.user_id, message.message_id, ReaderView.RESULT)
