@@ -537,7 +537,7 @@ def _drill_way_on(course: Course, lesson: Lesson, shown: Drill, view: DrillView)
         rows[0].append(_button(_("Next drill ▶"), ShowDrill(lesson.id, following.id)))
         return rows
     if view.quiz_left:
-        rows.append([_button(_("Quick Check ▶"), StartQuiz(lesson.id))])
+        rows[0].append(_button(_("Quick Check ▶"), StartQuiz(lesson.id)))
     if lesson.exercise is not None:
         rows.append(_practice_button(lesson, lesson.exercise))
     rows.append(_next_lesson_button(course, lesson))

@@ -81,13 +81,13 @@ def test_lint_of_the_real_lessons_exits_zero_with_a_summary_and_the_coverage_of_
     result = cli("lint", "lessons", "--strict")
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == "ok: 4 lessons, 52 slides, 12 questions"
+    assert lines[0] == "ok: 4 lessons, 52 slides, 12 questions, 12 drills"
     assert lines[1].startswith("translation coverage")
     shipped = sorted(p.parent.parent.name for p in (ROOT / "locales").glob("*/LC_MESSAGES/messages.po"))
     assert [line.split()[0] for line in lines[2:]] == [language for language in shipped if language != "en"]
     for line in lines[2:]:
         assert re.fullmatch(
-            r"  \S+ +slides 52/52 \(100%\), questions 12/12 \(100%\), exercises 4/4 \(100%\), "
+            r"  \S+ +slides 52/52 \(100%\), questions 12/12 \(100%\), exercises 4/4 \(100%\), drills 12/12 \(100%\), "
             r"lesson texts 14/14 \(100%\), UI messages (\d+)/\1 \(100%\), out of date 0",
             line,
         ), line
