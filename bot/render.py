@@ -464,10 +464,10 @@ def _drill_verdict(lesson: Lesson, shown: Drill, view: DrillView) -> list[str]:
             right = _("✅ Right! Your order differs from ours but gives the same results, so it works just as well.")
         else:
             right = _("✅ Right!")
-        parts: list[str] = [join([bold(right), lessontext.to_html(shown.explanation)], "\n")]
+        lines: list[str] = [bold(right), lessontext.to_html(shown.explanation)]
         if all(d.id in view.solved or d.id == shown.id for d in lesson.drills) and len(lesson.drills) > 1:
-            parts.append(_("Every drill of this lesson is solved."))
-        return parts
+            lines.append(italic(_("Every drill of this lesson is solved.")))
+        return [join(lines, "\n")]
     if verdict is None:
         return [italic(_("This order is not right yet. Undo a line or start over."))] if progress.checked else []
     messages = {

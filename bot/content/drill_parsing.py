@@ -12,7 +12,7 @@ import tokenize
 from dataclasses import replace
 from typing import Any
 
-from bot.content.model import ChoiceDrill, Drill, Lesson, ParsonsDrill
+from bot.content.model import ChoiceDrill, Drill, Lesson, ParsonsDrill, program
 from bot.content.yamlfile import ContentFile, LinedList, LinedMap
 
 # A drill id travels in button data with the lesson id (callbacks.MAX_BYTES in all).
@@ -138,7 +138,7 @@ def _read_parsons(
             f"{where}: the lesson's first drill has no distractors: let the learner meet the format first",
         )
         ok = False
-    if len(lines) + len(distractors) > PIECES_MAX:
+    if low <= len(lines) <= high and len(lines) + len(distractors) > PIECES_MAX:
         file.problem(
             item.key_lines["lines"],
             f"{where}: {len(lines) + len(distractors)} lines and distractors to tap; at most {PIECES_MAX} fit",
@@ -157,7 +157,7 @@ def _read_parsons(
             )
             ok = False
     setup = _code_text(values.get("setup"))
-    if ok and (error := _syntax_error("\n".join([setup, *lines]))) is not None:
+    if ok and (error := _syntax_error(program(setup, tuple(lines)))) is not None:
         file.problem(item.key_lines["lines"], f"{where}: the setup and lines in this order are not Python ({error})")
         ok = False
     checks = []
@@ -188,16 +188,18 @@ def _piece_problem(piece: str) -> str | None:
     indent = len(piece) - len(piece.lstrip(" "))
     if indent % INDENT:
         return f"is indented by {indent} spaces; use multiples of {INDENT}"
-    if _has_comment(piece.strip()):
-        return "has a comment: lines are shown as they are in every language, so explain in the prompt"
-    return None
-
-
-def _has_comment(code_line: str) -> bool:
     try:
-        return any(t.type == tokenize.COMMENT for t in tokenize.generate_tokens(io.StringIO(code_line).readline))
+        tokens = list(tokenize.generate_tokens(io.StringIO(piece.strip()).readline))
     except (tokenize.TokenError, SyntaxError):
-        return "#" in code_line
+        return "is half a statement: a line is one tap, so join it"
+    if any(t.type == tokenize.COMMENT for t in tokens):
+        return "has a comment: lines are shown as they are in every language, so explain in the prompt"
+    depth = 0
+    for token in tokens:
+        depth += (token.string in "([{") - (token.string in ")]}") if token.type == tokenize.OP else 0
+        if depth < 0:
+            return "is half a statement: a line is one tap, so join it"
+    return None
 
 
 def _syntax_error(code: str) -> str | None:
@@ -257,7 +259,7 @@ def _read_choices(
     if kind == "fill":
         ok = _check_gap(file, item, where, code, choices[correct[0]]) and ok
     setup = _code_text(values.get("setup"))
-    if ok and (error := _syntax_error("\n".join([setup, code.replace(ChoiceDrill.GAP, choices[correct[0]])]))):
+    if ok and (error := _syntax_error(program(setup, (code.replace(ChoiceDrill.GAP, choices[correct[0]]),)))):
         file.problem(item.key_lines["code"], f"{where}: the code with the right choice is not Python ({error})")
         ok = False
     if not ok:

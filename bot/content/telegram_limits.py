@@ -68,14 +68,15 @@ def check_course(course: Course, i18n: I18n) -> list[Problem]:
 def phone_lines(screen: render.Screen) -> int:
     """Return how many lines of a phone screen a message takes: its wrapped text, then its rows of buttons."""
     lines = 0
-    for index, segment in enumerate(_PRE.split(screen.text)):
-        visible = visible_text(segment).strip("\n")
-        if not visible:
-            continue
+    segments = _PRE.split(screen.text)
+    for index, segment in enumerate(segments):
+        pieces = visible_text(segment).split("\n")
         if index % 2:  # inside <pre>: code, one line per line
-            lines += len(visible.split("\n"))
-        else:
-            lines += sum(max(1, -(-telegram_length(line) // PHONE_LINE_CHARS)) for line in visible.split("\n"))
+            lines += len(pieces)
+            continue
+        # A block of code starts and ends a line of its own: the text around it shares no line with it.
+        pieces = pieces[1 if index else 0 : -1 if index + 1 < len(segments) else None]
+        lines += sum(max(1, -(-telegram_length(line) // PHONE_LINE_CHARS)) for line in pieces)
     rows = len(screen.buttons.inline_keyboard) if screen.buttons else 0
     return lines + BUTTON_ROW_LINES * rows
 
