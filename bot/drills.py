@@ -22,7 +22,7 @@ from bot import feedback
 from bot.content.model import ChoiceDrill, Drill, Lesson, ParsonsDrill, program
 from bot.learner import Answer
 from bot.navigation import unanswered
-from runner.client import RunResult
+from runner.client import ExerciseChecks, RunResult
 
 # Buttons carry the attempt's turn modulo this, so callback data stays short; a stale tap is one turn behind.
 TURNS = 1000
@@ -128,6 +128,7 @@ class Reason(Enum):
     RAISES = "raises"  # the order stops with an error when run (detail: the error)
     CHECKS = "checks"  # the order runs but gives other results (failed: each failed check's message)
     UNCHECKED = "unchecked"  # not the author's order, and no runner to try it
+    UNAVAILABLE = "unavailable"  # the runner failed: not an answer at all
 
 
 @dataclass(frozen=True)
@@ -197,13 +198,27 @@ def run_verdict(drill: ParsonsDrill, result: RunResult) -> Verdict:
 
 
 UNCHECKED = Verdict(False, Reason.UNCHECKED)
+# Not an answer: the runner could not try the order, so nothing is recorded and the learner may check again.
+UNAVAILABLE = Verdict(False, Reason.UNAVAILABLE)
+
+
+def runner_checks(drill: ParsonsDrill) -> ExerciseChecks:
+    """Return the checks an arrangement runs with: compared with the author's order, on a seed fixed per drill.
+
+    A learner only orders given lines, so a fixed seed gives nothing away, and it lets the runner keep the
+    author's values for every learner instead of running the author's order again for each check.
+    """
+    return replace(feedback.runner_checks(drill.exercise), seed=_seed(drill.id))
+
+
+def _seed(*key: object) -> int:
+    return int.from_bytes(hashlib.sha256(":".join(map(str, key)).encode()).digest()[:8], "big") >> 1
 
 
 def _shuffled(n: int, *key: object) -> list[int]:
     """Return 0..n-1 in an order fixed for ``key``: the same learner sees the same buttons on every screen."""
-    seed = int.from_bytes(hashlib.sha256(":".join(map(str, key)).encode()).digest()[:8], "big")
     order = list(range(n))
-    random.Random(seed).shuffle(order)
+    random.Random(_seed(*key)).shuffle(order)
     return order
 
 

@@ -400,6 +400,7 @@ class DrillView:
     solved: frozenset[str] = frozenset()  # ids of the lesson's drills this learner has solved
     verdict: Verdict | None = None  # the answer just graded, if the tap gave one
     quiz_left: bool = False  # questions of the Quick Check still unanswered: offered once the drills are done
+    checking: bool = False  # the arrangement is being run: its verdict replaces this screen
 
 
 _DRILL_HEADERS = {
@@ -468,6 +469,8 @@ def _drill_verdict(lesson: Lesson, shown: Drill, view: DrillView) -> list[str]:
         if all(d.id in view.solved or d.id == shown.id for d in lesson.drills) and len(lesson.drills) > 1:
             lines.append(italic(_("Every drill of this lesson is solved.")))
         return [join(lines, "\n")]
+    if view.checking:
+        return [italic(_("⏳ Trying your order…"))]
     if verdict is None:
         return [italic(_("This order is not right yet. Undo a line or start over."))] if progress.checked else []
     messages = {
@@ -487,6 +490,7 @@ def _drill_verdict(lesson: Lesson, shown: Drill, view: DrillView) -> list[str]:
         Reason.UNCHECKED: lambda: escape(
             _("✗ That is not the order we wrote, and running code is off here, so I cannot try yours.")
         ),
+        Reason.UNAVAILABLE: lambda: escape(_("Running code is unavailable right now. Please try again later.")),
     }
     return [messages[verdict.reason]()] if verdict.reason in messages else []
 
@@ -518,7 +522,7 @@ def _drill_moves(lesson: Lesson, shown: Drill, view: DrillView) -> list[list[Inl
     if progress.placed:
         controls.append(_button(_("↶ Undo"), _tap(lesson, shown, progress, Move.UNDO)))
         controls.append(_button(_("⟲ Start over"), _tap(lesson, shown, progress, Move.RESET)))
-    if len(progress.placed) == len(shown.lines) and not progress.checked:
+    if len(progress.placed) == len(shown.lines) and not progress.checked and not view.checking:
         controls.append(_button(_("✔ Check"), _tap(lesson, shown, progress, Move.CHECK)))
     return [*rows, controls]
 

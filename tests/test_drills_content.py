@@ -91,7 +91,7 @@ async def _grade(runner, drill: ParsonsDrill, order: tuple[int, ...]) -> drills.
     verdict = drills.precheck(drill, order)
     if verdict is not None:
         return verdict
-    result = await runner.run(drills.arranged_program(drill, order), checks=feedback.runner_checks(drill.exercise))
+    result = await runner.run(drills.arranged_program(drill, order), checks=drills.runner_checks(drill))
     return drills.run_verdict(drill, result)
 
 

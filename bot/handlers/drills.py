@@ -12,7 +12,7 @@ import logging
 from telegram import Update
 from telegram.ext import BaseHandler, CallbackQueryHandler
 
-from bot import drills, feedback, render
+from bot import drills, render
 from bot.callbacks import DrillTap, ShowDrill, StartDrills, matches
 from bot.content.model import ChoiceDrill, Drill, Lesson, ParsonsDrill
 from bot.context import CourseContext
@@ -40,7 +40,13 @@ async def finish_if_done(context: CourseContext, lesson: Lesson) -> bool:
 
 
 async def _screen(
-    context: CourseContext, lesson: Lesson, drill: Drill, progress: DrillProgress, verdict: Verdict | None = None
+    context: CourseContext,
+    lesson: Lesson,
+    drill: Drill,
+    progress: DrillProgress,
+    verdict: Verdict | None = None,
+    *,
+    checking: bool = False,
 ) -> render.Screen:
     db, user_id = context.services.db, context.learner.user_id
     solved = frozenset((await db.drills_solved(user_id)).get(lesson.id, set()))
@@ -49,7 +55,7 @@ async def _screen(
     else:
         order = drills.choice_order(drill, user_id, lesson.id)
     quiz_left = bool(unanswered(lesson, await db.latest_answers(user_id)))
-    view = render.DrillView(progress, order, solved, verdict, quiz_left)
+    view = render.DrillView(progress, order, solved, verdict, quiz_left, checking)
     return render.drill(context.course, lesson, drill, view)
 
 
@@ -100,52 +106,83 @@ async def drill_tap(update: Update, context: CourseContext, data: DrillTap) -> s
         log.info("refused drill move %r from user %s", data.move, context.learner.user_id)
         return button_refused()
     before = await _progress(context, lesson, drill)
-    verdict: Verdict | None = None
-    if move in (Move.CHECK, Move.CHOOSE):
-        refusal = drills.answerable(drill, before, move, data.arg, data.turn)
-        if refusal is not None:
-            return await _refused(update, context, lesson, drill, before, refusal)
-        verdict = await _grade(context, drill, before, data.arg)
-        if verdict is None:
-            return _("Running code is unavailable right now. Please try again later.")
-        after = drills.answered(before, verdict, data.arg if move is Move.CHOOSE else None)
-        # LEAD (contract 3): record a 'drill' event here once the state helper's recording API is on main:
-        # kind="drill", lesson_id=lesson.id, item_id=drill.id, verdict="right" if verdict.right else "wrong".
-    else:
+    if move not in (Move.CHECK, Move.CHOOSE):
         applied = drills.apply(drill, before, move, data.arg, data.turn)
         if isinstance(applied, Refusal):
             return await _refused(update, context, lesson, drill, before, applied)
-        after = applied
-    if not await context.services.db.save_drill(context.learner.user_id, lesson.id, drill.id, before, after):
-        # Another tap changed the attempt first: show it as it now stands.
-        return await _refused(update, context, lesson, drill, await _progress(context, lesson, drill), Refusal.STALE)
-    if verdict is not None and verdict.right:
-        await finish_if_done(context, lesson)
+        if not await context.services.db.save_drill(context.learner.user_id, lesson.id, drill.id, before, applied):
+            return await _lost_race(update, context, lesson, drill)
+        await show_in_tapped(update, context, await _screen(context, lesson, drill, applied))
+        return None
+    refusal = drills.answerable(drill, before, move, data.arg, data.turn)
+    if refusal is not None:
+        return await _refused(update, context, lesson, drill, before, refusal)
+    if isinstance(drill, ChoiceDrill):
+        verdict = drills.choose(drill, data.arg)
+    elif (known := drills.precheck(drill, before.placed)) is not None:
+        verdict = known
+    elif context.services.runner is None:
+        verdict = drills.UNCHECKED
+    else:
+        await _start_check(update, context, lesson, drill, before)
+        return None
+    after = drills.answered(before, verdict, data.arg if move is Move.CHOOSE else None)
+    if not await _record(context, lesson, drill, before, after, verdict):
+        return await _lost_race(update, context, lesson, drill)
     await show_in_tapped(update, context, await _screen(context, lesson, drill, after, verdict))
     return None
 
 
-async def _grade(context: CourseContext, drill: Drill, progress: DrillProgress, choice: int) -> Verdict | None:
-    """Grade an answer; None when it needed the runner and the runner failed."""
-    if isinstance(drill, ChoiceDrill):
-        return drills.choose(drill, choice)
-    verdict = drills.precheck(drill, progress.placed)
-    if verdict is not None:
-        return verdict
+async def _record(
+    context: CourseContext, lesson: Lesson, drill: Drill, before: DrillProgress, after: DrillProgress, verdict: Verdict
+) -> bool:
+    """Store a graded answer (False if the attempt changed meanwhile); a right one may finish the lesson."""
+    if not await context.services.db.save_drill(context.learner.user_id, lesson.id, drill.id, before, after):
+        return False
+    # LEAD (contract 3): record a 'drill' event here once the state helper's recording API is on main:
+    # kind="drill", lesson_id=lesson.id, item_id=drill.id, verdict="right" if verdict.right else "wrong".
+    if verdict.right:
+        await finish_if_done(context, lesson)
+    return True
+
+
+async def _start_check(
+    update: Update, context: CourseContext, lesson: Lesson, drill: ParsonsDrill, before: DrillProgress
+) -> None:
+    """Say the order is being tried, and try it in the background: the tap is answered at once.
+
+    Running an order can take seconds (an optimizer imports much of torch). The learner may undo meanwhile:
+    the verdict is then for an arrangement no longer on screen, and it is dropped.
+    """
+    await show_in_tapped(update, context, await _screen(context, lesson, drill, before, checking=True))
+    # The task carries its update: it runs in the update's language, and a failure in it reaches the error handler.
+    context.application.create_task(_check(update, context, lesson, drill, before), update=update)
+
+
+async def _check(
+    update: Update, context: CourseContext, lesson: Lesson, drill: ParsonsDrill, before: DrillProgress
+) -> None:
     runner = context.services.runner
     if runner is None:
-        return drills.UNCHECKED
+        return
     try:
-        result = await runner.run(
-            drills.arranged_program(drill, progress.placed), checks=feedback.runner_checks(drill.exercise)
-        )
-    except RunnerBusy:
-        log.warning("the runner was busy for user %s's Parsons check", context.learner.user_id)
-        return None
-    except RunnerError:
-        log.exception("the runner failed for user %s's Parsons check", context.learner.user_id)
-        return None
-    return drills.run_verdict(drill, result)
+        result = await runner.run(drills.arranged_program(drill, before.placed), checks=drills.runner_checks(drill))
+    except RunnerError as exc:
+        if isinstance(exc, RunnerBusy):
+            log.warning("the runner was busy for user %s's Parsons check", context.learner.user_id)
+        else:
+            log.exception("the runner failed for user %s's Parsons check", context.learner.user_id)
+        await show_in_tapped(update, context, await _screen(context, lesson, drill, before, drills.UNAVAILABLE))
+        return
+    verdict = drills.run_verdict(drill, result)
+    after = drills.answered(before, verdict)
+    if await _record(context, lesson, drill, before, after, verdict):
+        await show_in_tapped(update, context, await _screen(context, lesson, drill, after, verdict))
+
+
+async def _lost_race(update: Update, context: CourseContext, lesson: Lesson, drill: Drill) -> str:
+    """Answer a tap whose change could not be stored because another changed the attempt first."""
+    return await _refused(update, context, lesson, drill, await _progress(context, lesson, drill), Refusal.STALE)
 
 
 async def _refused(
