@@ -4,25 +4,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import functools
 import logging
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 from telegram import BotCommand, Update
 from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import Application, ApplicationBuilder, BaseHandler, ContextTypes
 
+from bot import control
 from bot.commands import COMMANDS
 from bot.config import Config
-from bot.content.load import load_valid
-from bot.content.model import Content
+from bot.content.live import Library, Reloaded
+from bot.content.watch import Watcher
 from bot.context import BotData, CourseContext, Services, SnippetRunner, update_scope
 from bot.errors import ConfigError
 from bot.handlers import course, drills, fallback, language, lessons, practice, progress, quiz, settings
 from bot.i18n import DEFAULT_LANGUAGE, I18n, _, telegram_code
 from bot.ratelimit import CourseRateLimiter
+from bot.refresh import refresh_readers
 from bot.storage.db import Database
 from bot.updates import PerLearnerOrder, deduplication
 from runner.client import RunnerClient
@@ -112,14 +116,30 @@ async def register_commands(app: CourseApplication, i18n: I18n) -> None:
 
 
 class CourseBot:
-    """The running bot: ``async with CourseBot(config) as bot:`` polls until the block ends."""
+    """The running bot: ``async with CourseBot(config) as bot:`` polls until the block ends.
 
-    def __init__(self, config: Config, content: Content | None = None):
+    While it runs, lesson files and catalogs are reloaded when they change (config.watch), on SIGHUP
+    (see serve) and on `coursebot reload` (its control socket).
+    """
+
+    def __init__(self, config: Config):
         self.config = config
-        self.i18n = I18n(config.locales_dir)
-        self.content = content or load_valid(config.lessons_dir, self.i18n)
+        self.library = Library(config.lessons_dir, config.locales_dir)  # invalid lessons raise ContentError here
         self.db: Database | None = None
         self.app: CourseApplication | None = None
+        self._watcher: asyncio.Task[None] | None = None
+
+    async def reload(self) -> Reloaded:
+        """Read the lessons and catalogs again: in use from the next update if valid, refused if not."""
+        before = self.library.newest
+        outcome = await self.library.reload()
+        if outcome.accepted and self.app is not None and self.db is not None:
+            try:
+                await register_commands(self.app, outcome.edition.i18n)
+                await refresh_readers(self.app.bot, self.db, before, outcome.edition, dt.datetime.now(dt.UTC))
+            except TelegramError as exc:
+                log.warning("after the reload, the command menu or a slide could not be updated: %s", exc)
+        return outcome
 
     async def __aenter__(self) -> CourseBot:
         self._stack = contextlib.AsyncExitStack()
@@ -129,13 +149,19 @@ class CourseBot:
         except BaseException:
             await self._stack.aclose()
             raise
+        try:
+            server = await control.serve(self.config.control_path, self.reload)
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        self._stack.push_async_callback(_close_control, server, self.config.control_path)
         self.db = await Database.open(self.config.db_path)
         try:
-            services = Services(self.config, self.content, self.i18n, self.db, runner)
+            services = Services(self.config, self.library, self.db, runner)
             self.app = build_application(self.config, services)
             await self.app.initialize()
             try:
-                await register_commands(self.app, self.i18n)
+                await register_commands(self.app, self.library.current.i18n)
                 await self.app.start()
                 if self.app.updater is None:
                     raise RuntimeError("the application was built without an updater")
@@ -152,6 +178,9 @@ class CourseBot:
             await self.db.close()
             await self._stack.aclose()
             raise
+        if self.config.watch:
+            watcher = Watcher([self.config.lessons_dir, self.config.locales_dir], self.reload)
+            self._watcher = asyncio.create_task(watcher.run(), name="content watcher")
         log.info("coursebot is polling as @%s", self.app.bot.username)
         return self
 
@@ -159,6 +188,10 @@ class CourseBot:
         app, db = self.app, self.db
         if app is None or db is None:
             return
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
         try:
             if app.updater is not None and app.updater.running:
                 await app.updater.stop()
@@ -190,14 +223,42 @@ def _polling_error(error: TelegramError) -> None:
     log.warning("polling failed, retrying: %s", error)
 
 
+async def _close_control(server: asyncio.AbstractServer, path: Path) -> None:
+    server.close()
+    await server.wait_closed()
+    await asyncio.to_thread(path.unlink, missing_ok=True)
+
+
 async def serve(config: Config) -> None:
-    """Run the bot until SIGTERM or SIGINT, then close everything cleanly."""
+    """Run the bot until SIGTERM or SIGINT, then close everything cleanly; SIGHUP reloads the lessons."""
+    async with CourseBot(config) as bot:
+        await until_stopped(bot)
+
+
+async def until_stopped(bot: CourseBot, ready: Callable[[], None] | None = None) -> None:
+    """Wait for SIGTERM or SIGINT; meanwhile SIGHUP reloads the lessons and catalogs.
+
+    ``ready`` is called once the signals are handled, so whoever it tells may send them.
+    """
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    reloads: set[asyncio.Task[Reloaded]] = set()  # held until done: the loop keeps only weak references
+
+    def reload() -> None:
+        task = loop.create_task(bot.reload())
+        reloads.add(task)
+        task.add_done_callback(reloads.discard)
+
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    async with CourseBot(config):
+    loop.add_signal_handler(signal.SIGHUP, reload)
+    try:
+        if ready is not None:
+            ready()
         await stop.wait()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            loop.remove_signal_handler(sig)
 
 
 def describe_startup_failure(config: Config, error: Exception) -> str | None:

@@ -7,7 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
-MAX_BYTES = 64  # Telegram refuses longer callback_data with BUTTON_DATA_INVALID
+from bot.localapi.limits import CALLBACK_DATA_MAX_BYTES
+
+MAX_BYTES = CALLBACK_DATA_MAX_BYTES  # Telegram refuses longer callback_data with BUTTON_DATA_INVALID
 SEPARATOR = ":"
 _FIELD = re.compile(r"[a-z0-9-]{1,40}")  # always used with fullmatch: '$' would allow a trailing newline
 

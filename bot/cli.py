@@ -1,4 +1,4 @@
-"""The coursebot command line: run, lint, preview, db backup."""
+"""The coursebot command line: run, web, reload, lint, preview, db backup."""
 
 from __future__ import annotations
 
@@ -18,12 +18,27 @@ EXIT_FAILURE = 1
 
 
 def _run(args: argparse.Namespace) -> int:
+    """Serve the course on Telegram, or in the web chat when no token is set."""
+    config = Config.from_env()
+    return _serve(config, web=not config.token)
+
+
+def _web(args: argparse.Namespace) -> int:
+    """Serve the course in the web chat, token or not."""
+    return _serve(Config.from_env(), web=True)
+
+
+def _serve(config: Config, *, web: bool) -> int:
     from bot import app, logs
 
-    config = Config.from_env()
     logs.configure(config.log_level, config.token)
     try:
-        asyncio.run(app.serve(config))
+        if web:
+            from bot.webchat import local
+
+            asyncio.run(local.serve(config))
+        else:
+            asyncio.run(app.serve(config))
     except ContentError as exc:
         print(f"coursebot: the lessons in {config.lessons_dir} are invalid:", file=sys.stderr)
         print(exc, file=sys.stderr)
@@ -40,12 +55,26 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reload(args: argparse.Namespace) -> int:
+    """Ask the running bot to reload its lessons and catalogs; print what it answered."""
+    from bot import control
+
+    config = Config.from_env()
+    accepted, lines = control.request(config.control_path)
+    for line in lines:
+        print(line, file=sys.stdout if accepted else sys.stderr)
+    if not accepted:
+        print("coursebot: the reload was refused; the bot goes on with the lessons it had", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return 0
+
+
 def _lint(args: argparse.Namespace) -> int:
     from bot.content import coverage
     from bot.content.load import lint
     from bot.i18n import I18n
 
-    config = Config.from_env(require_token=False)
+    config = Config.from_env()
     i18n = I18n(config.locales_dir)
     content, problems = lint(Path(args.dir), i18n)
     for problem in problems:
@@ -107,7 +136,7 @@ def _stamp(content: Content, paths: list[Path]) -> int:
 def _preview(args: argparse.Namespace) -> int:
     from bot.preview import preview
 
-    config = Config.from_env(require_token=False)
+    config = Config.from_env()
     print(preview(Path(args.dir or config.lessons_dir), config.locales_dir, args.lesson, args.language))
     return 0
 
@@ -115,7 +144,7 @@ def _preview(args: argparse.Namespace) -> int:
 def _backup(args: argparse.Namespace) -> int:
     from bot.storage.db import backup
 
-    config = Config.from_env(require_token=False)
+    config = Config.from_env()
     backup(config.db_path, Path(args.path))
     print(f"backed up {config.db_path} to {args.path}")
     return 0
@@ -127,7 +156,15 @@ def parser() -> argparse.ArgumentParser:
         prog="coursebot", description="A Telegram bot that teaches short programming courses."
     )
     commands = top.add_subparsers(dest="command", required=True)
-    commands.add_parser("run", help="start the bot (long polling); needs TELEGRAM_BOT_TOKEN").set_defaults(func=_run)
+    commands.add_parser(
+        "run", help="start the bot: on Telegram with TELEGRAM_BOT_TOKEN, else in the web chat"
+    ).set_defaults(func=_run)
+    commands.add_parser(
+        "web", help="start the bot in the web chat (a local preview), even when TELEGRAM_BOT_TOKEN is set"
+    ).set_defaults(func=_web)
+    commands.add_parser(
+        "reload", help="make the running bot reload its lessons and catalogs; prints file:line: message if refused"
+    ).set_defaults(func=_reload)
     lint = commands.add_parser("lint", help="check lesson files; prints file:line: message per problem")
     lint.add_argument("dir", nargs="?", default="lessons", help="the lessons folder (default: lessons)")
     lint.add_argument(

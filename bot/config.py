@@ -40,25 +40,38 @@ class Config:
     # How the embedded runner is started and sized (RUNNER_POOL, RUNNER_QUEUE, ...): the runner's own config,
     # read by the runner's own reader.
     runner_config: RunnerConfig = field(default_factory=RunnerConfig)
+    # The web chat, a local preview of the course: where it listens (port 0: any free port).
+    web_host: str = "127.0.0.1"
+    web_port: int = 8080
+    # Reload lessons and catalogs when their files change; SIGHUP and `coursebot reload` work either way.
+    watch: bool = True
+    # Where `coursebot reload` reaches the running bot; None: control.sock beside the database.
+    control_socket: Path | None = None
 
     @property
     def bot_base_url(self) -> str:
         """Return the URL prefix PTB puts before the token, e.g. https://api.telegram.org/bot."""
         return self.api_base_url.rstrip("/") + "/bot"
 
+    @property
+    def control_path(self) -> Path:
+        """Return the control socket's path."""
+        return self.control_socket or self.db_path.parent / "control.sock"
+
+    @property
+    def web_history(self) -> Path:
+        """Return where the web chat's built-in Bot API server keeps the chats: beside the database."""
+        return self.db_path.parent / "webchat.sqlite3"
+
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, *, require_token: bool = True) -> Config:
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
         """Build a Config from ``env`` (default: os.environ), naming the variable in every error.
 
-        A variable that is unset or blank leaves the field at its default above.
+        A variable that is unset or blank leaves the field at its default above. No token is no error:
+        the course is then served in the web chat.
         """
         env = os.environ if env is None else env
         token = env.get("TELEGRAM_BOT_TOKEN", "").strip()
-        if require_token and not token:
-            raise ConfigError(
-                "TELEGRAM_BOT_TOKEN is missing: create a bot with @BotFather in Telegram "
-                "(send /newbot), then export TELEGRAM_BOT_TOKEN=<the token it gives you>."
-            )
         if token and (":" not in token or any(c.isspace() for c in token)):
             raise ConfigError(
                 "TELEGRAM_BOT_TOKEN does not look like a bot token "
@@ -81,6 +94,14 @@ class Config:
         _set(values, "concurrent_updates", _number(env, "COURSEBOT_CONCURRENT_UPDATES", int, 1))
         _set(values, "log_level", _log_level(env))
         _set(values, "runner", _runner(env))
+        _set(values, "web_host", _text(env, "COURSEBOT_WEB_HOST"))
+        port = _number(env, "COURSEBOT_WEB_PORT", int, 0)
+        if port is not None and port > 65535:
+            raise ConfigError(f"COURSEBOT_WEB_PORT must be a port number up to 65535, got {port}.")
+        _set(values, "web_port", port)
+        _set(values, "watch", _switch(env, "COURSEBOT_WATCH"))
+        if raw := _text(env, "COURSEBOT_CONTROL_SOCKET"):
+            values["control_socket"] = Path(raw)
         try:
             values["runner_config"] = RunnerConfig.from_env(env)
         except RunnerConfigError as exc:
@@ -108,6 +129,17 @@ def _number(env: Mapping[str, str], name: str, cast: Callable[[str], N], minimum
     if not math.isfinite(value) or value < minimum:
         raise ConfigError(f"{name} must be at least {minimum}, got {raw!r}.")
     return value
+
+
+def _switch(env: Mapping[str, str], name: str) -> bool | None:
+    raw = _text(env, name)
+    if raw is None:
+        return None
+    if raw.lower() in ("on", "true", "yes", "1"):
+        return True
+    if raw.lower() in ("off", "false", "no", "0"):
+        return False
+    raise ConfigError(f"{name} must be on or off, got {raw!r}.")
 
 
 def _log_level(env: Mapping[str, str]) -> str | None:

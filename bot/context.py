@@ -14,6 +14,7 @@ from telegram import Update
 from telegram.ext import Application, CallbackContext, ExtBot
 
 from bot.config import Config
+from bot.content.live import Library
 from bot.content.model import Content, Course
 from bot.i18n import I18n, current_language
 from bot.learner import Learner
@@ -36,12 +37,21 @@ class Services:
     """What every handler may use; built once at start."""
 
     config: Config
-    content: Content
-    i18n: I18n
+    library: Library  # the lessons and catalogs: replaced by a reload, pinned for each update
     db: Database
     runner: SnippetRunner | None = None
     # Learners whose code is running now: a second send is told to wait, not queued.
     running: set[int] = field(default_factory=set)
+
+    @property
+    def content(self) -> Content:
+        """Return the lessons of the edition the current update began with."""
+        return self.library.current.content
+
+    @property
+    def i18n(self) -> I18n:
+        """Return the catalogs of the edition the current update began with."""
+        return self.library.current.i18n
 
 
 class BotData:
@@ -61,11 +71,18 @@ def stored_learner() -> Learner | None:
 
 @asynccontextmanager
 async def update_scope(services: Services, update: object) -> AsyncIterator[None]:
-    """Handle one update in its learner's language: the one place the language is chosen for an update.
+    """Handle one update on one edition of the content, in its learner's language (chosen here only).
 
     Everything the update runs is inside: its handlers, the error handler, and the background tasks they
     start (a task copies the context it is created in).
     """
+    with services.library.pinned():  # a reload during the update leaves it on this edition
+        async with _learner_scope(services, update):
+            yield
+
+
+@asynccontextmanager
+async def _learner_scope(services: Services, update: object) -> AsyncIterator[None]:
     user = update.effective_user if isinstance(update, Update) else None
     found: Learner | None = None
     if user is not None and not user.is_bot:

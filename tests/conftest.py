@@ -40,6 +40,8 @@ def config(standin: BotApiStandin, tmp_path: Path) -> Config:
         max_retries=3,
         # Most tests are about the course; the practice tests start the real runner themselves.
         runner="off",
+        # Reloads happen when a test asks for one, not when a file's timestamp moves.
+        watch=False,
     )
 
 

@@ -79,15 +79,6 @@ async def test_python_dash_m_bot_starts_polling_like_coursebot_run(standin, tmp_
     assert code == 0, log
 
 
-async def test_a_missing_token_gives_one_line_naming_botfather(standin, tmp_path):
-    env = _env(standin, tmp_path)
-    del env["TELEGRAM_BOT_TOKEN"]
-    code, log = await _finish(await _start(env, "run"))
-    assert code != 0
-    assert log.strip().count("\n") == 0, log
-    assert "TELEGRAM_BOT_TOKEN" in log and "@BotFather" in log
-
-
 async def test_a_wrong_token_gives_one_line_and_never_shows_the_token(standin, tmp_path):
     wrong = "999999:WRONG-TOKEN-VALUE"
     env = _env(standin, tmp_path, TELEGRAM_BOT_TOKEN=wrong, COURSEBOT_LOG_LEVEL="WARNING")

@@ -188,27 +188,7 @@ def test_lint_of_a_folder_without_lessons_exits_two(tmp_path, in_process):
     assert out == f"{tmp_path / 'en' / 'course.yaml'}:1: missing: the English course file is required\n"
 
 
-# run without a token
-
-
-@pytest.mark.parametrize(
-    "command",
-    [
-        [sys.executable, "-m", "bot"],
-        [sys.executable, "-m", "bot", "run"],
-        [str(Path(sys.executable).parent / "coursebot"), "run"],
-    ],
-    ids=["python -m bot", "python -m bot run", "coursebot run"],
-)
-def test_starting_without_a_token_prints_one_line_about_botfather(command):
-    result = cli(command=command)
-    assert result.returncode != 0
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "@BotFather" in lines[0]
-    assert "TELEGRAM_BOT_TOKEN" in lines[0]
-    assert "Traceback" not in result.stderr
+# run with a bad token (without one, the web chat opens: tests/test_web_cli.py)
 
 
 def test_starting_with_a_malformed_token_prints_one_line_without_the_token():

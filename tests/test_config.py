@@ -25,16 +25,38 @@ def config_error(environment: dict[str, str]) -> str:
 
 
 @pytest.mark.parametrize("environment", [{}, {"TELEGRAM_BOT_TOKEN": ""}, {"TELEGRAM_BOT_TOKEN": "   "}])
-def test_missing_token_is_one_line_pointing_to_botfather(environment):
-    message = config_error(environment)
-    assert "\n" not in message
-    assert "TELEGRAM_BOT_TOKEN" in message
-    assert "@BotFather" in message
+def test_no_token_is_no_error_the_course_is_then_served_in_the_web_chat(environment):
+    assert Config.from_env(environment).token == ""
 
 
-def test_missing_token_is_accepted_when_not_required():
-    config = Config.from_env({}, require_token=False)
-    assert config.token == ""
+def test_the_web_chat_and_reload_settings_are_read_with_their_defaults_beside_the_database():
+    default = Config.from_env({"COURSEBOT_DB": "/srv/cb/progress.sqlite3"})
+    assert (default.web_host, default.web_port, default.watch) == ("127.0.0.1", 8080, True)
+    assert default.control_path == Path("/srv/cb/control.sock")
+    assert default.web_history == Path("/srv/cb/webchat.sqlite3")
+    chosen = Config.from_env(
+        {
+            "COURSEBOT_WEB_HOST": "::1",
+            "COURSEBOT_WEB_PORT": "0",
+            "COURSEBOT_WATCH": "off",
+            "COURSEBOT_CONTROL_SOCKET": "/run/cb.sock",
+        }
+    )
+    assert (chosen.web_host, chosen.web_port, chosen.watch) == ("::1", 0, False)
+    assert chosen.control_path == Path("/run/cb.sock")
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "said"),
+    [
+        ("COURSEBOT_WEB_PORT", "http", "must be a number"),
+        ("COURSEBOT_WEB_PORT", "70000", "up to 65535"),
+        ("COURSEBOT_WATCH", "sometimes", "must be on or off"),
+    ],
+)
+def test_bad_web_and_reload_settings_are_one_line_naming_the_variable(name, value, said):
+    message = config_error({name: value})
+    assert name in message and said in message and "\n" not in message
 
 
 @pytest.mark.parametrize("token", ["987654321", "987654321:AA HdqT", "987654321:AA\tHdq", "not-a-token"])

@@ -10,16 +10,21 @@ from bot.content.model import Course, Drill, Lesson, ParsonsDrill, Question
 from bot.drills import FRESH, DrillProgress, Reason, Verdict
 from bot.errors import Problem
 from bot.i18n import DEFAULT_LANGUAGE, I18n
+from bot.localapi import limits
+from bot.localapi.units import utf16_len
 from bot.safehtml import visible_text
 from runner.client import RunResult
 
-# Telegram's limits (Bot API): characters after entity parsing, counted in UTF-16 code units.
-MESSAGE_MAX = 4096
-POLL_QUESTION_MAX = 300
-POLL_OPTIONS = (2, 10)
-POLL_OPTION_MAX = 100
-EXPLANATION_MAX = 200
-EXPLANATION_LINE_BREAKS_MAX = 2
+# Telegram's limits are stated once, by the built-in Bot API server that enforces them: characters after
+# entity parsing, counted in UTF-16 code units.
+MESSAGE_MAX = limits.MESSAGE_TEXT_MAX
+POLL_QUESTION_MAX = limits.POLL_QUESTION_MAX
+# Telegram takes up to 12 options; the course format (lessons/FORMAT.md) keeps a Quick Check to 10.
+POLL_OPTIONS = (limits.POLL_OPTIONS_MIN, 10)
+POLL_OPTION_MAX = limits.POLL_OPTION_MAX
+EXPLANATION_MAX = limits.POLL_EXPLANATION_MAX
+EXPLANATION_LINE_BREAKS_MAX = limits.POLL_EXPLANATION_LINE_FEEDS
+telegram_length = utf16_len  # the length Telegram counts
 
 # One phone screen: a 6.1-inch phone at Telegram's default text size shows about 30 lines of 40 characters
 # between the chat's title and its input bar (code, smaller and monospaced, fits 46); a row of buttons is as
@@ -28,11 +33,6 @@ PHONE_LINES = 30
 PHONE_LINE_CHARS = 40
 BUTTON_ROW_LINES = 2
 _PRE = re.compile(r"<pre>(.*?)</pre>", re.DOTALL)
-
-
-def telegram_length(text: str) -> int:
-    """Return the length Telegram counts: UTF-16 code units."""
-    return len(text.encode("utf-16-le")) // 2
 
 
 def visible_length(html_text: str) -> int:

@@ -284,6 +284,18 @@ class Database:
                 (lesson_id, message_id, now, user_id),
             )
 
+    async def slide_readers(self, since: dt.datetime) -> list[tuple[Learner, int]]:
+        """Return the learners reading a slide whose place changed since ``since``, each with that slide."""
+        rows = await self._all(
+            "SELECT learners.*, lesson_progress.slide AS shown_slide FROM learners"
+            " JOIN lesson_progress ON lesson_progress.user_id = learners.user_id"
+            " AND lesson_progress.lesson_id = learners.lesson_id"
+            " WHERE learners.reader_view = 'slide' AND learners.reader_message_id IS NOT NULL"
+            " AND learners.updated_at >= ?",
+            (since.astimezone(dt.UTC).isoformat(timespec="milliseconds"),),
+        )
+        return [(_learner(row), row["shown_slide"]) for row in rows]
+
     async def set_reader_message(self, user_id: int, message_id: int, view: ReaderView) -> None:
         """Remember which message is edited in place for the learner, and what it shows."""
         await self._write_one(

@@ -6,14 +6,14 @@
         await ada.send("/start")
         msg = await ada.wait_message()
 
-Modules: server (HTTP, recording, test controls), methods (the Bot API methods),
-updates (getUpdates semantics), html (Telegram's HTML parse mode), text (formatted
-text), limits (Telegram's limits and refusals), params (request decoding), chats
-(per-chat state), calls (ApiCall, fault injection), learner (simulated users).
+The Bot API itself is coursebot's built-in server (``bot.localapi``: HTTP, methods,
+getUpdates, Telegram's HTML and limits). Here only what tests need: server (recording,
+waits, test controls), calls (ApiCall, fault injection), learner (simulated users).
 """
 
+from bot.localapi.errors import ApiError
+
 from .calls import ApiCall
-from .errors import ApiError
 from .learner import SimGroup, SimLearner, SimulationError, TapReaction
 from .server import BotApiStandin
 

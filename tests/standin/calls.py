@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
-from .errors import ApiError
+from bot.localapi.errors import ApiError
 
 
 @dataclass(slots=True)
@@ -32,6 +32,10 @@ class ApiCall:
         return line if len(line) <= width else line[: width - 3] + "..."
 
 
+class InjectedFault(ApiError):
+    """A failure planned by a test with fail_next(), not caused by the bot."""
+
+
 _DEFAULT_DESCRIPTIONS = {
     500: "Internal Server Error",
     502: "Bad Gateway",
@@ -47,16 +51,16 @@ class Fault:
     description: str | None
     remaining: int
 
-    def error(self) -> ApiError:
+    def error(self) -> InjectedFault:
         if self.status == 429:
             retry_after = self.retry_after or 1
-            return ApiError(
+            return InjectedFault(
                 429,
                 self.description or f"Too Many Requests: retry after {retry_after}",
                 {"retry_after": retry_after},
             )
         description = self.description or _DEFAULT_DESCRIPTIONS.get(self.status) or HTTPStatus(self.status).phrase
-        return ApiError(self.status, description)
+        return InjectedFault(self.status, description)
 
 
 class Faults:
@@ -71,7 +75,7 @@ class Faults:
         HTTPStatus(status)  # refuse nonsense codes early
         self._plans.setdefault(method.lower(), deque()).append(Fault(status, retry_after, description, count))
 
-    def take(self, method: str) -> ApiError | None:
+    def take(self, method: str) -> InjectedFault | None:
         if not self._plans:  # the hot path: nothing planned
             return None
         for key in (method.lower(), "*"):

@@ -13,21 +13,17 @@ satisfies it arrives.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .chats import ChatState
-from .units import utf16_len
+from bot.localapi.chats import ChatState
+from bot.localapi.text import command_entities
 
 if TYPE_CHECKING:
     from .server import BotApiStandin
 
 Predicate = Callable[[dict], bool]
-
-# Telegram clients mark /commands (optionally /command@bot) that start a word.
-_COMMAND = re.compile(r"(?<!\S)/[A-Za-z0-9_]{1,32}(?:@[A-Za-z0-9_]{3,32})?(?![^\s.,!?;:])")
 
 
 class SimulationError(Exception):
@@ -41,13 +37,6 @@ class TapReaction(NamedTuple):
     query_id: str
     tapped_at: float  # time.monotonic() of the tap
     reacted: asyncio.Future  # resolves with time.monotonic() of the bot's next send/edit/delete in the chat
-
-
-def command_entities(text: str) -> list[dict]:
-    return [
-        {"type": "bot_command", "offset": utf16_len(text[: m.start()]), "length": utf16_len(m.group())}
-        for m in _COMMAND.finditer(text)
-    ]
 
 
 class ChatView:
@@ -141,21 +130,10 @@ class ChatView:
 
     def _post(self, sender: SimLearner, content: dict, reply_to: dict | int | None) -> dict:
         """Store a message `sender` writes here, as Telegram would show it to the bot."""
-        state = self._state
-        message = {
-            "message_id": state.allocate_message_id(),
-            "from": sender.user,
-            "chat": state.chat,
-            "date": int(time.time()),
-            **content,
-        }
-        if reply_to is not None:
-            replied = state.messages.get(reply_to if isinstance(reply_to, int) else reply_to["message_id"])
-            if replied is None:
-                raise SimulationError(f"cannot reply to message {reply_to}: it is not in chat {self.chat_id}")
-            message["reply_to_message"] = {k: v for k, v in replied.items() if k != "reply_to_message"}
-        state.store(message, "sent")
-        return message
+        try:
+            return self._standin.post(self._state, sender.user, content, reply_to)
+        except LookupError as exc:
+            raise SimulationError(str(exc)) from None
 
 
 def _settle_with(future: asyncio.Future, predicate: Predicate | None, message: dict) -> bool:
@@ -183,21 +161,26 @@ class SimLearner(ChatView):
 
     def __init__(self, standin: BotApiStandin, user: dict, state: ChatState):
         super().__init__(standin, state)
-        self.user = user
+        self._user_id = user["id"]
+
+    @property
+    def user(self) -> dict:
+        """The user as the bot sees them now (a language switch replaces it)."""
+        return self._standin.users[self._user_id]
 
     @property
     def user_id(self) -> int:
-        return self.user["id"]
+        return self._user_id
 
     # ------------------------------------------------------------- writing
 
     def _write(self, content: dict, reply_to: dict | int | None = None) -> int | None:
-        state = self._state
-        if state.blocked:
+        if self._state.blocked:
             self.unblock()  # writing to a blocked bot restarts it, as in Telegram
-        state.known = True  # the user has started the bot: it may write here now
-        message = self._post(self, content, reply_to)
-        return self._standin.inject_nowait({"message": message})
+        try:
+            return self._standin.write(self.user_id, content, reply_to)
+        except LookupError as exc:
+            raise SimulationError(str(exc)) from None
 
     def send_nowait(
         self, text: str, *, reply_to: dict | int | None = None, entities: list[dict] | None = None
@@ -294,11 +277,9 @@ class SimLearner(ChatView):
         self._live(message)
         option_ids = [option] if isinstance(option, int) else list(option)
         try:
-            updates = self._standin.vote(self.user, message, option_ids)
+            return self._standin.answer_poll(self.user_id, message["chat"]["id"], message["message_id"], option_ids)
         except (LookupError, ValueError) as exc:
             raise SimulationError(str(exc)) from None
-        ids = [self._standin.inject_nowait(update) for update in updates]
-        return next((i for i in ids if i is not None), None)
 
     # --------------------------------------------------------- membership
 

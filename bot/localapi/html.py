@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 from .units import utf8_len, utf16_len
 
@@ -71,8 +72,8 @@ def parse_html(
     text: str,
     *,
     strict_ampersand: bool = True,
-    resolve_user: Callable[[int], dict | None] | None = None,
-) -> tuple[str, list[dict]]:
+    resolve_user: Callable[[int], dict[str, Any] | None] | None = None,
+) -> tuple[str, list[dict[str, Any]]]:
     """Return (plain text, Bot API entity dicts with UTF-16 offsets) or raise HtmlError."""
     if "<" not in text and "&" not in text:
         return text, []
@@ -105,9 +106,10 @@ def decode_entity(text: str, pos: int) -> tuple[str, int] | None:
     else:
         while end < n and text[end].isascii() and text[end].isalpha():
             end += 1
-        char = _NAMED_ENTITIES.get(text[pos + 1 : end])
-        if char is None:
+        named = _NAMED_ENTITIES.get(text[pos + 1 : end])
+        if named is None:
             return None
+        char = named
     if end < n and text[end] == ";":
         end += 1
     return char, end
@@ -128,7 +130,7 @@ class _Open:
 class _Parser:
     __slots__ = ("entities", "out", "resolve_user", "stack", "strict_ampersand", "text", "u16")
 
-    def __init__(self, text: str, strict_ampersand: bool, resolve_user):
+    def __init__(self, text: str, strict_ampersand: bool, resolve_user: Callable[[int], dict[str, Any] | None] | None):
         self.text = text
         self.strict_ampersand = strict_ampersand
         self.resolve_user = resolve_user
@@ -137,7 +139,7 @@ class _Parser:
         self.stack: list[_Open] = []
         # [type, offset, length, extra dict]; the language of a lone <code> is kept in
         # extra until a surrounding <pre> decides whether it survives
-        self.entities: list[list] = []
+        self.entities: list[list[Any]] = []
 
     def error(self, reason: str, pos: int) -> HtmlError:
         return HtmlError(f"{reason} at byte offset {utf8_len(self.text[:pos])}")
@@ -146,7 +148,7 @@ class _Parser:
         self.out.append(chunk)
         self.u16 += utf16_len(chunk)
 
-    def run(self) -> tuple[str, list[dict]]:
+    def run(self) -> tuple[str, list[dict[str, Any]]]:
         text = self.text
         n = len(text)
         pos = 0
@@ -236,7 +238,7 @@ class _Parser:
         if quote not in "'\"":
             # an unquoted name token: letters, digits, periods and hyphens, case-insensitive
             token = _NAME_TOKEN.match(text, i)
-            end = token.end()
+            end = token.end() if token else i
             if end >= n or (text[end] not in _SPACES and text[end] != ">"):
                 raise self.error("Unexpected end of name token", i)
             return text[i:end].lower(), end
@@ -291,6 +293,7 @@ class _Parser:
         entities = self.entities
         last = entities[-1] if entities else None
         same_range = last is not None and last[1] == offset and last[2] == length
+        last = last or []  # only read when same_range
         if tag in _SIMPLE_TYPES:
             entities.append([_SIMPLE_TYPES[tag], offset, length, None])
         elif tag == "code":
@@ -316,7 +319,7 @@ class _Parser:
             if entity is not None:
                 entities.append([entity[0], offset, length, entity[1]])
 
-    def link_entity(self, url: str) -> tuple[str, dict] | None:
+    def link_entity(self, url: str) -> tuple[str, dict[str, Any]] | None:
         """text_mention for tg://user?id=N of a known user, text_link for a valid URL, else dropped."""
         mention = _USER_LINK.match(url)
         if mention:
@@ -331,7 +334,7 @@ class _Parser:
             return None
         return "text_link", {"url": url}
 
-    def finish(self) -> list[dict]:
+    def finish(self) -> list[dict[str, Any]]:
         entities = self.entities
         # tdlib forbids entities inside code and pre; they are silently removed
         blocks = [(e[1], e[1] + e[2]) for e in entities if e[0] in _CODE_TYPES] if len(entities) > 1 else ()
@@ -359,7 +362,7 @@ def _inside(blocks: list[tuple[int, int]], start: int, end: int) -> bool:
     return False
 
 
-def _entity_order(entity: dict) -> tuple[int, int]:
+def _entity_order(entity: dict[str, Any]) -> tuple[int, int]:
     """Telegram lists entities by offset, outer (longer) ones first."""
     return entity["offset"], -entity["length"]
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from .errors import ApiError, bad_request
 from .limits import DEFAULT_UPDATE_TYPES, GET_UPDATES_LIMIT_MAX, UPDATE_TYPES
@@ -26,7 +27,7 @@ CONFLICT = "Conflict: terminated by other getUpdates request; make sure that onl
 _WOKEN, _TIMED_OUT, _TERMINATED = "woken", "timed out", "terminated"
 
 
-def update_type(update: dict) -> str:
+def update_type(update: dict[str, Any]) -> str:
     for key in update:
         if key != "update_id":
             return key
@@ -34,16 +35,19 @@ def update_type(update: dict) -> str:
 
 
 class UpdateQueue:
-    def __init__(self, first_update_id: int, on_fetch: Callable[[], None]):
+    def __init__(
+        self, first_update_id: int, on_fetch: Callable[[], None], on_push: Callable[[int], None] | None = None
+    ):
         self._next_id = first_update_id
-        self._pending: list[dict] = []  # sorted by update_id, waiting for confirmation
-        self._forced: list[dict] = []  # redeliveries, sent once regardless of the offset
+        self._on_push = on_push  # told the next free update id, so a restart never reuses one
+        self._pending: list[dict[str, Any]] = []  # sorted by update_id, waiting for confirmation
+        self._forced: list[dict[str, Any]] = []  # redeliveries, sent once regardless of the offset
         self._unfetched: set[int] = set()  # ids never returned by getUpdates yet
         self._confirmed_below = 0  # every id below this was confirmed by an offset
-        self._poller: asyncio.Future | None = None
+        self._poller: asyncio.Future[str] | None = None
         self._on_fetch = on_fetch
         self.allowed: frozenset[str] = DEFAULT_UPDATE_TYPES
-        self.history: dict[int, dict] = {}  # every queued update by id, for redeliver()
+        self.history: dict[int, dict[str, Any]] = {}  # every queued update by id, for redeliver()
         self.dropped = 0  # updates Telegram would not have generated (allowed_updates)
 
     @property
@@ -55,12 +59,14 @@ class UpdateQueue:
     def pending_count(self) -> int:
         return len(self._pending)
 
-    def push(self, update: dict) -> int | None:
+    def push(self, update: dict[str, Any]) -> int | None:
         """Queue an update (assigning update_id if missing); None if allowed_updates excludes it."""
         update_id = update.get("update_id")
         if update_id is None:
             update_id = update["update_id"] = self._next_id
         self._next_id = max(self._next_id, update_id + 1)
+        if self._on_push is not None:
+            self._on_push(self._next_id)
         if update_type(update) not in self.allowed:
             self.dropped += 1
             return None
@@ -74,6 +80,10 @@ class UpdateQueue:
         self._unfetched.add(update_id)
         self._wake()
         return update_id
+
+    def skip_to(self, next_update_id: int) -> None:
+        """Number the next update no lower than `next_update_id` (ids from before a restart stay used)."""
+        self._next_id = max(self._next_id, next_update_id)
 
     def redeliver(self, update_id: int) -> None:
         """Send an already delivered update again with the same id (at-least-once delivery)."""
@@ -97,7 +107,7 @@ class UpdateQueue:
             raise bad_request(f"unknown update type {unknown[0]!r} in allowed_updates")
         self.allowed = frozenset(allowed) if allowed else DEFAULT_UPDATE_TYPES
 
-    async def get(self, offset: int | None, limit: int | None, timeout: int | float | None) -> list[dict]:
+    async def get(self, offset: int | None, limit: int | None, timeout: int | float | None) -> list[dict[str, Any]]:
         if self._poller is not None and not self._poller.done():
             self._poller.set_result(_TERMINATED)
         self._confirm(offset or 0)
@@ -147,15 +157,15 @@ class UpdateQueue:
             self._forget(pending[:cut])
             del pending[:cut]
 
-    def _forget(self, updates: Iterable[dict]) -> None:
+    def _forget(self, updates: Iterable[dict[str, Any]]) -> None:
         for update in updates:
             self._unfetched.discard(update["update_id"])
 
-    def _take(self, limit: int) -> list[dict]:
+    def _take(self, limit: int) -> list[dict[str, Any]]:
         batch = self._pending[:limit]
         if self._forced:
             # a redelivered update may still be pending too: send it once
-            merged = {u["update_id"]: u for u in self._forced}
+            merged: dict[int, dict[str, Any]] = {u["update_id"]: u for u in self._forced}
             merged.update((u["update_id"], u) for u in batch)
             batch = [merged[i] for i in sorted(merged)[:limit]]
             sent = {u["update_id"] for u in batch}
@@ -169,6 +179,6 @@ class UpdateQueue:
         return batch
 
 
-def _resolve(future: asyncio.Future, value: str) -> None:
+def _resolve(future: asyncio.Future[str], value: str) -> None:
     if not future.done():
         future.set_result(value)

@@ -149,7 +149,7 @@ def reply_markup_kind(markup: Any) -> str | None:
     raise bad_request('can\'t find field "inline_keyboard"')
 
 
-def check_inline_keyboard(markup: dict) -> None:
+def check_inline_keyboard(markup: dict[str, Any]) -> None:
     rows = markup.get("inline_keyboard")
     if not isinstance(rows, list) or not all(isinstance(row, list) for row in rows):
         raise bad_request('field "inline_keyboard" of the InlineKeyboardMarkup must be an Array of Arrays')
@@ -235,7 +235,7 @@ def check_explanation(text: str) -> None:
         raise bad_request("too many line feeds in explanation")
 
 
-def check_commands(commands: Any) -> list[dict]:
+def check_commands(commands: Any) -> list[dict[str, Any]]:
     """setMyCommands: 0-100 commands of 1-32 [a-z0-9_] with 1-256 character descriptions."""
     if not isinstance(commands, list):
         raise bad_request("can't parse commands JSON object")
@@ -269,7 +269,7 @@ def command_scope_key(scope: Any) -> str:
         return f"{kind}:{scope.get('chat_id')}"
     if kind == "chat_member":
         return f"{kind}:{scope.get('chat_id')}:{scope.get('user_id')}"
-    return kind
+    return str(kind)
 
 
 def check_language_code(code: Any) -> str:

@@ -154,6 +154,13 @@ def integer(params: dict[str, Any], name: str, missing: str | None = None, defau
     return value
 
 
+def required_integer(params: dict[str, Any], name: str, missing: str) -> int:
+    """A required int parameter; `missing` is Telegram's description when it is absent."""
+    value = integer(params, name, missing)
+    assert value is not None  # integer() raised for a missing one
+    return value
+
+
 def string(params: dict[str, Any], name: str, missing: str | None = None) -> str | None:
     value = params.get(name)
     if value is None:

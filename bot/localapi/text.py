@@ -7,6 +7,7 @@ lengths afterwards, and trims surrounding spaces and line feeds before storing.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -42,6 +43,16 @@ ENTITY_TYPES = frozenset(
 
 # tdlib trims only spaces and line feeds, and on the left only up to the first entity.
 _TRIMMED = " \n"
+# Telegram apps mark /commands (optionally /command@bot) that start a word.
+_COMMAND = re.compile(r"(?<!\S)/[A-Za-z0-9_]{1,32}(?:@[A-Za-z0-9_]{3,32})?(?![^\s.,!?;:])")
+
+
+def command_entities(text: str) -> list[dict[str, Any]]:
+    """The bot_command entities a Telegram app attaches to a text its user sends."""
+    return [
+        {"type": "bot_command", "offset": utf16_len(text[: m.start()]), "length": utf16_len(m.group())}
+        for m in _COMMAND.finditer(text)
+    ]
 
 
 def format_text(
@@ -50,8 +61,8 @@ def format_text(
     entities: Any = None,
     *,
     strict_ampersand: bool = True,
-    resolve_user: Callable[[int], dict | None] | None = None,
-) -> tuple[str, list[dict]]:
+    resolve_user: Callable[[int], dict[str, Any] | None] | None = None,
+) -> tuple[str, list[dict[str, Any]]]:
     """Return (text, entities) as Telegram would store them.
 
     Explicit entities win over parse_mode, as in the Bot API. Errors are raised as the
@@ -78,7 +89,7 @@ def format_text(
     return trim(text, found)
 
 
-def trim(text: str, entities: list[dict]) -> tuple[str, list[dict]]:
+def trim(text: str, entities: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
     """Strip leading/trailing spaces and line feeds and shift/clip entities to match."""
     first_entity = entities[0]["offset"] if entities else None
     left = 0
@@ -101,7 +112,7 @@ def trim(text: str, entities: list[dict]) -> tuple[str, list[dict]]:
     return result, kept
 
 
-def _checked_entities(entities: Any, text_length: int) -> list[dict]:
+def _checked_entities(entities: Any, text_length: int) -> list[dict[str, Any]]:
     if not isinstance(entities, list):
         raise bad_request("can't parse entities JSON object")
     kept = []

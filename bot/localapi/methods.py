@@ -1,10 +1,14 @@
-"""The Bot API methods, implemented against in-memory state.
+"""The Bot API methods, implemented against in-memory state, and what users do in their app.
 
 Each method takes the decoded params dict and returns the ``result`` Telegram would
 return, or raises ApiError with Telegram's description. Methods are plain functions
 (only getUpdates awaits), so a call costs one dict lookup plus its own work.
 Methods register themselves in METHODS under their lower-cased name, since Telegram
 matches method names case-insensitively.
+
+The other side, what a person does in a Telegram app (write, tap a button, vote, change
+the app's language), is here too, in one place: the web chat and the tests' simulated
+users both go through it, so both produce exactly the updates Telegram would.
 """
 
 from __future__ import annotations
@@ -20,13 +24,17 @@ from typing import Any
 from . import limits
 from .chats import ChatState
 from .errors import ApiError, bad_request, forbidden
-from .params import flag, integer, string
-from .text import format_text
+from .params import flag, integer, required_integer, string
+from .store import Change, Snapshot
+from .text import command_entities, format_text
 from .units import utf16_len
 from .updates import UpdateQueue
 
+Json = dict[str, Any]
+Method = Callable[..., Any]
+
 # lower-cased name -> (canonical name, function, is coroutine function)
-METHODS: dict[str, tuple[str, Callable, bool]] = {}
+METHODS: dict[str, tuple[str, Method, bool]] = {}
 
 NOT_MODIFIED = (
     "message is not modified: specified new message content and reply markup are exactly "
@@ -34,10 +42,13 @@ NOT_MODIFIED = (
 )
 QUERY_TOO_OLD = "query is too old and response timeout expired or query ID is invalid"
 _MEDIA_FIELDS = ("photo", "document", "sticker", "video", "animation", "audio", "voice")
+FIRST_UPDATE_ID = 700_000_001
+_POLL_IDS = 5_000_000_000_000_000_000  # a poll id is this plus a number from _new_id()
+_QUERIES_KEPT = 10_000
 
 
-def api_method(name: str) -> Callable[[Callable], Callable]:
-    def register(func: Callable) -> Callable:
+def api_method(name: str) -> Callable[[Method], Method]:
+    def register(func: Method) -> Method:
         METHODS[name.lower()] = (name, func, inspect.iscoroutinefunction(func))
         return func
 
@@ -49,8 +60,8 @@ class CallbackQueryState:
     query_id: str
     chat_id: int | None
     created: float  # time.monotonic()
-    answer: dict | None = None  # the answerCallbackQuery params, once answered
-    waiters: list[asyncio.Future] = field(default_factory=list)
+    answer: Json | None = None  # the answerCallbackQuery params, once answered
+    waiters: list[asyncio.Future[Json]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -73,9 +84,9 @@ class BotApi:
         self.bot_user = {"id": self.bot_id, "is_bot": True, "first_name": bot_first_name, "username": bot_username}
         self.strict_html = strict_html
         self.chats: dict[int, ChatState] = {}
-        self.users: dict[int, dict] = {}  # known users, for tg://user?id= mentions
-        self.updates = UpdateQueue(first_update_id=700_000_001, on_fetch=self._touch)
-        self.commands: dict[tuple[str, str], list[dict]] = {}  # (scope key, language code)
+        self.users: dict[int, Json] = {}  # known users, for tg://user?id= mentions
+        self.updates = UpdateQueue(first_update_id=FIRST_UPDATE_ID, on_fetch=self._touch, on_push=self._pushed)
+        self.commands: dict[tuple[str, str], list[Json]] = {}  # (scope key, language code)
         self.bot_texts: dict[tuple[str, str], str] = {}  # (name|description|short_description, language)
         self.callback_queries: dict[str, CallbackQueryState] = {}
         self.polls: dict[str, PollState] = {}
@@ -83,16 +94,65 @@ class BotApi:
         self.privacy_mode = True  # groups: only commands and replies to the bot reach it
         self.poll_state_updates = True  # a vote also yields a `poll` update (bot's own polls)
         self.webhook_url = ""
-        self.default_menu_button: dict = {"type": "commands"}
+        self.default_menu_button: Json = {"type": "commands"}
+        # Who else sees a chat change: clients showing the chat (the web chat), by chat id.
+        self.observers: dict[int, list[Callable[[ChatState, str, Json], None]]] = {}
+        # Where changes are saved so they survive a restart (None: kept in memory only).
+        self.journal: Callable[[Change], None] | None = None
         self._ids = itertools.count(1)
         self._now = time.monotonic()  # arrival time of the call being handled
 
     def _touch(self) -> None:
         """Activity hook (update delivered); the server overrides it."""
 
+    def _pushed(self, next_update_id: int) -> None:
+        if self.journal is not None:
+            self.journal(Change("update_id", 0, next_update_id))
+
+    def _observe(self, chat: ChatState, kind: str, payload: Json) -> None:
+        """Every change in a chat: saved, then shown to whoever shows that chat."""
+        if self.journal is not None and kind != "answered":
+            if kind == "deleted":
+                self.journal(Change("deleted", chat.id, payload["message_id"]))
+            else:
+                self.journal(Change("message", chat.id, payload))
+        for observer in self.observers.get(chat.id, ()):
+            observer(chat, kind, payload)
+
+    def new_chat(self, chat: Json, *, known: bool) -> ChatState:
+        """Register a chat (a user's private chat, or a group the bot is in)."""
+        state = self.chats[chat["id"]] = ChatState(chat, known=known, observe=self._observe)
+        if self.journal is not None:
+            self.journal(Change("chat", chat["id"], chat))
+        return state
+
+    def close_poll_timers(self) -> None:
+        for poll in self.polls.values():
+            self._cancel_poll_timer(poll)
+
+    # ----------------------------------------------------------- saved state
+
+    def restore(self, snapshot: Snapshot) -> None:
+        """Take back the users, chats, messages and polls saved before a restart."""
+        self.users.update(snapshot.users)
+        for chat_id, chat in snapshot.chats.items():
+            state = self.chats[chat_id] = ChatState(chat, known=True, observe=self._observe)
+            messages = snapshot.messages.get(chat_id, {})
+            for message_id in sorted(messages):
+                message = messages[message_id]
+                state.messages[message_id] = message
+                if message["from"]["is_bot"]:
+                    state.bot_log.append(message_id)
+            state.next_message_id = max(snapshot.next_message_ids.get(chat_id, 1), max(messages, default=0) + 1)
+        for poll_id, (chat_id, message_id, votes) in snapshot.polls.items():
+            self.polls[poll_id] = PollState(chat_id, message_id, votes)
+        # new polls must not take the ids of saved ones
+        self._ids = itertools.count(max((int(p) - _POLL_IDS for p in snapshot.polls), default=0) + 1)
+        self.updates.skip_to(snapshot.next_update_id)
+
     # ----------------------------------------------------------------- helpers
 
-    def _chat(self, params: dict) -> ChatState:
+    def _chat(self, params: Json) -> ChatState:
         chat_id = params.get("chat_id")
         if chat_id is None or chat_id == "":
             raise bad_request("chat_id is empty")
@@ -110,15 +170,15 @@ class BotApi:
                     return chat
         return None
 
-    def _format(self, text: Any, parse_mode: Any, entities: Any) -> tuple[str, list[dict]]:
+    def _format(self, text: Any, parse_mode: Any, entities: Any) -> tuple[str, list[Json]]:
         return format_text(text, parse_mode, entities, strict_ampersand=self.strict_html, resolve_user=self.users.get)
 
-    def _bot_message(self, params: dict, missing: str) -> tuple[ChatState, dict]:
+    def _bot_message(self, params: Json, missing: str) -> tuple[ChatState, Json]:
         """The bot's message named by chat_id + message_id, for edits."""
         if params.get("inline_message_id"):
             raise bad_request("MESSAGE_ID_INVALID")  # the stand-in has no inline mode
         chat = self._chat(params)
-        message_id = integer(params, "message_id", missing="message identifier is not specified")
+        message_id = required_integer(params, "message_id", missing="message identifier is not specified")
         message = chat.messages.get(message_id)
         if message is None:
             raise bad_request(missing)
@@ -126,7 +186,7 @@ class BotApi:
             raise bad_request("message can't be edited")
         return chat, message
 
-    def _reply_to(self, chat: ChatState, params: dict) -> dict | None:
+    def _reply_to(self, chat: ChatState, params: Json) -> Json | None:
         reply = params.get("reply_parameters")
         if reply is None and params.get("reply_to_message_id") is not None:
             reply = {
@@ -137,7 +197,7 @@ class BotApi:
             return None
         if not isinstance(reply, dict) or not isinstance(reply.get("message_id"), int):
             raise bad_request("can't parse reply parameters JSON object")
-        source = chat
+        source: ChatState | None = chat
         if reply.get("chat_id") not in (None, chat.id):
             source = self.chats.get(reply["chat_id"])
         replied = source.messages.get(reply["message_id"]) if source else None
@@ -147,7 +207,7 @@ class BotApi:
             raise bad_request("message to be replied not found")
         return {k: v for k, v in replied.items() if k != "reply_to_message"}
 
-    def _send(self, chat: ChatState, params: dict, content: dict) -> dict:
+    def _send(self, chat: ChatState, params: Json, content: Json) -> Json:
         """Common tail of every send*: reply, markup, storage, notification."""
         kind = limits.reply_markup_kind(params.get("reply_markup"))
         reply = self._reply_to(chat, params)
@@ -162,7 +222,7 @@ class BotApi:
             message["reply_to_message"] = reply
         if flag(params, "protect_content"):
             message["has_protected_content"] = True
-        markup = params.get("reply_markup")
+        markup: Json = params.get("reply_markup") or {}
         if kind == "inline":
             if markup["inline_keyboard"]:
                 message["reply_markup"] = {"inline_keyboard": markup["inline_keyboard"]}
@@ -176,7 +236,7 @@ class BotApi:
         return message
 
     @staticmethod
-    def _edited(message: dict, drop: tuple[str, ...], changes: dict, *, edit: bool = True) -> dict:
+    def _edited(message: Json, drop: tuple[str, ...], changes: Json, *, edit: bool = True) -> Json:
         """A new message dict: `message` without `drop` keys, plus `changes`."""
         edited = {k: v for k, v in message.items() if k not in drop}
         edited.update(changes)
@@ -185,7 +245,7 @@ class BotApi:
         return edited
 
     @staticmethod
-    def _inline_markup(params: dict) -> dict | None:
+    def _inline_markup(params: Json) -> Json | None:
         """Edits take only an inline keyboard; an empty one means none."""
         kind = limits.reply_markup_kind(params.get("reply_markup"))
         if kind is None:
@@ -205,7 +265,7 @@ class BotApi:
     # ------------------------------------------------------- bot and webhook
 
     @api_method("getMe")
-    def get_me(self, params: dict) -> dict:
+    def get_me(self, params: Json) -> Json:
         return {
             **self.bot_user,
             "can_join_groups": True,
@@ -216,15 +276,15 @@ class BotApi:
         }
 
     @api_method("logOut")
-    def log_out(self, params: dict) -> bool:
+    def log_out(self, params: Json) -> bool:
         return True
 
     @api_method("close")
-    def close(self, params: dict) -> bool:
+    def close(self, params: Json) -> bool:
         return True
 
     @api_method("setWebhook")
-    def set_webhook(self, params: dict) -> bool:
+    def set_webhook(self, params: Json) -> bool:
         url = string(params, "url") or ""
         if url and not url.startswith("https://"):
             raise bad_request("bad webhook: HTTPS url must be provided for webhook")
@@ -234,14 +294,14 @@ class BotApi:
         return True
 
     @api_method("deleteWebhook")
-    def delete_webhook(self, params: dict) -> bool:
+    def delete_webhook(self, params: Json) -> bool:
         self.webhook_url = ""
         if flag(params, "drop_pending_updates"):
             self.updates.drop_pending()
         return True
 
     @api_method("getWebhookInfo")
-    def get_webhook_info(self, params: dict) -> dict:
+    def get_webhook_info(self, params: Json) -> Json:
         return {
             "url": self.webhook_url,
             "has_custom_certificate": False,
@@ -249,7 +309,7 @@ class BotApi:
         }
 
     @api_method("getUpdates")
-    async def get_updates(self, params: dict) -> list[dict]:
+    async def get_updates(self, params: Json) -> list[Json]:
         if self.webhook_url:
             raise ApiError(
                 409,
@@ -268,11 +328,11 @@ class BotApi:
 
     # -------------------------------------------------- commands and profile
 
-    def _commands_key(self, params: dict) -> tuple[str, str]:
+    def _commands_key(self, params: Json) -> tuple[str, str]:
         return limits.command_scope_key(params.get("scope")), limits.check_language_code(params.get("language_code"))
 
     @api_method("setMyCommands")
-    def set_my_commands(self, params: dict) -> bool:
+    def set_my_commands(self, params: Json) -> bool:
         if "commands" not in params:
             raise bad_request('parameter "commands" is required')
         commands = limits.check_commands(params["commands"])
@@ -284,28 +344,28 @@ class BotApi:
         return True
 
     @api_method("getMyCommands")
-    def get_my_commands(self, params: dict) -> list[dict]:
+    def get_my_commands(self, params: Json) -> list[Json]:
         return list(self.commands.get(self._commands_key(params), []))
 
     @api_method("deleteMyCommands")
-    def delete_my_commands(self, params: dict) -> bool:
+    def delete_my_commands(self, params: Json) -> bool:
         self.commands.pop(self._commands_key(params), None)
         return True
 
-    def _set_bot_text(self, params: dict, name: str, maximum: int) -> bool:
+    def _set_bot_text(self, params: Json, name: str, maximum: int) -> bool:
         value = string(params, name) or ""
         if utf16_len(value) > maximum:
             raise bad_request(f"bot {name.replace('_', ' ')} is too long")
         self.bot_texts[(name, limits.check_language_code(params.get("language_code")))] = value
         return True
 
-    def _get_bot_text(self, params: dict, name: str) -> dict:
+    def _get_bot_text(self, params: Json, name: str) -> Json:
         language = limits.check_language_code(params.get("language_code"))
         default = self.bot_user["first_name"] if name == "name" else ""
         return {name: self.bot_texts.get((name, language), self.bot_texts.get((name, ""), default))}
 
     @api_method("setChatMenuButton")
-    def set_chat_menu_button(self, params: dict) -> bool:
+    def set_chat_menu_button(self, params: Json) -> bool:
         button = params.get("menu_button") or {"type": "default"}
         if not isinstance(button, dict) or button.get("type") not in ("commands", "web_app", "default"):
             raise bad_request("can't parse menu button JSON object")
@@ -316,7 +376,7 @@ class BotApi:
         return True
 
     @api_method("getChatMenuButton")
-    def get_chat_menu_button(self, params: dict) -> dict:
+    def get_chat_menu_button(self, params: Json) -> Json:
         if params.get("chat_id") is None:
             return self.default_menu_button
         return self._chat(params).menu_button or self.default_menu_button
@@ -324,7 +384,7 @@ class BotApi:
     # ---------------------------------------------------------------- chats
 
     @api_method("getChat")
-    def get_chat(self, params: dict) -> dict:
+    def get_chat(self, params: Json) -> Json:
         chat = self._chat(params)
         return {
             **chat.chat,
@@ -340,9 +400,9 @@ class BotApi:
         }
 
     @api_method("getChatMember")
-    def get_chat_member(self, params: dict) -> dict:
+    def get_chat_member(self, params: Json) -> Json:
         chat = self._chat(params)
-        user_id = integer(params, "user_id", missing="user_id is empty")
+        user_id = required_integer(params, "user_id", missing="user_id is empty")
         if user_id == self.bot_id:
             return {"status": "member", "user": self.bot_user}
         user = self.users.get(user_id)
@@ -351,7 +411,7 @@ class BotApi:
         return {"status": "member", "user": user}
 
     @api_method("sendChatAction")
-    def send_chat_action(self, params: dict) -> bool:
+    def send_chat_action(self, params: Json) -> bool:
         self._chat(params)
         if params.get("action") not in limits.CHAT_ACTIONS:
             raise bad_request("wrong parameter action in request")
@@ -360,7 +420,7 @@ class BotApi:
     # -------------------------------------------------------------- messages
 
     @api_method("sendMessage")
-    def send_message(self, params: dict) -> dict:
+    def send_message(self, params: Json) -> Json:
         chat = self._chat(params)
         text, entities = self._format(params.get("text"), params.get("parse_mode"), params.get("entities"))
         limits.check_message_text(text)
@@ -374,7 +434,7 @@ class BotApi:
             content["link_preview_options"] = preview
         return self._send(chat, params, content)
 
-    def _send_media(self, params: dict, kind: str) -> dict:
+    def _send_media(self, params: Json, kind: str) -> Json:
         chat = self._chat(params)
         media = params.get(kind)
         if media is None or media == "":
@@ -416,14 +476,14 @@ class BotApi:
         return self._send(chat, params, content)
 
     @api_method("sendPhoto")
-    def send_photo(self, params: dict) -> dict:
+    def send_photo(self, params: Json) -> Json:
         return self._send_media(params, "photo")
 
     @api_method("sendDocument")
-    def send_document(self, params: dict) -> dict:
+    def send_document(self, params: Json) -> Json:
         return self._send_media(params, "document")
 
-    def _edit_formatted(self, params: dict, field_name: str) -> dict:
+    def _edit_formatted(self, params: Json, field_name: str) -> Json:
         """editMessageText (field "text") and editMessageCaption (field "caption")."""
         chat, message = self._bot_message(params, "message to edit not found")
         entities_key = "entities" if field_name == "text" else "caption_entities"
@@ -459,15 +519,15 @@ class BotApi:
         return edited
 
     @api_method("editMessageText")
-    def edit_message_text(self, params: dict) -> dict:
+    def edit_message_text(self, params: Json) -> Json:
         return self._edit_formatted(params, "text")
 
     @api_method("editMessageCaption")
-    def edit_message_caption(self, params: dict) -> dict:
+    def edit_message_caption(self, params: Json) -> Json:
         return self._edit_formatted(params, "caption")
 
     @api_method("editMessageReplyMarkup")
-    def edit_message_reply_markup(self, params: dict) -> dict:
+    def edit_message_reply_markup(self, params: Json) -> Json:
         chat, message = self._bot_message(params, "message to edit not found")
         markup = self._inline_markup(params)
         if message.get("reply_markup") == markup:
@@ -477,14 +537,14 @@ class BotApi:
         return edited
 
     @api_method("deleteMessage")
-    def delete_message(self, params: dict) -> bool:
+    def delete_message(self, params: Json) -> bool:
         chat = self._chat(params)
-        message_id = integer(params, "message_id", missing="message identifier is not specified")
+        message_id = required_integer(params, "message_id", missing="message identifier is not specified")
         self._delete(chat, message_id, strict=True)
         return True
 
     @api_method("deleteMessages")
-    def delete_messages(self, params: dict) -> bool:
+    def delete_messages(self, params: Json) -> bool:
         chat = self._chat(params)
         ids = params.get("message_ids")
         if not isinstance(ids, list) or not 1 <= len(ids) <= 100 or not all(isinstance(i, int) for i in ids):
@@ -509,7 +569,7 @@ class BotApi:
     # --------------------------------------------------------- callback queries
 
     @api_method("answerCallbackQuery")
-    def answer_callback_query(self, params: dict) -> bool:
+    def answer_callback_query(self, params: Json) -> bool:
         query_id = string(params, "callback_query_id") or ""
         query = self.callback_queries.get(query_id)
         if query is None or query.answer is not None or self._now - query.created > self.callback_query_ttl:
@@ -520,13 +580,24 @@ class BotApi:
             if not waiter.done():
                 waiter.set_result(params)
         query.waiters.clear()
+        chat = self.chats.get(query.chat_id) if query.chat_id is not None else None
+        if chat is not None:
+            self._observe(chat, "answered", params)
         return True
 
-    def new_callback_query(self, user: dict, message: dict, data: str) -> dict:
+    def new_callback_query(self, user: Json, message: Json, data: str) -> Json:
         """The callback_query update for a tap on `message` (registered so it can be answered)."""
         query_id = str(4_000_000_000_000_000_000 + self._new_id())
         chat = self.chats[message["chat"]["id"]]
-        self.callback_queries[query_id] = CallbackQueryState(query_id, chat.id, time.monotonic())
+        now = time.monotonic()
+        if len(self.callback_queries) >= _QUERIES_KEPT:
+            # a long-running server forgets queries nobody can answer any more
+            self.callback_queries = {
+                key: query
+                for key, query in self.callback_queries.items()
+                if now - query.created <= self.callback_query_ttl
+            }
+        self.callback_queries[query_id] = CallbackQueryState(query_id, chat.id, now)
         return {
             "callback_query": {
                 "id": query_id,
@@ -539,13 +610,13 @@ class BotApi:
 
     # ----------------------------------------------------------------- polls
 
-    def _poll_text(self, text: Any, parse_mode: Any, entities: Any) -> tuple[str, list[dict]]:
+    def _poll_text(self, text: Any, parse_mode: Any, entities: Any) -> tuple[str, list[Json]]:
         """Questions and options keep only custom emoji entities, as in Telegram."""
         text, found = self._format(text, parse_mode, entities)
         return text, [e for e in found if e["type"] == "custom_emoji"]
 
     @api_method("sendPoll")
-    def send_poll(self, params: dict) -> dict:
+    def send_poll(self, params: Json) -> Json:
         chat = self._chat(params)
         question, question_entities = self._poll_text(
             params.get("question"), params.get("question_parse_mode"), params.get("question_entities")
@@ -571,7 +642,7 @@ class BotApi:
             correct = params.get("correct_option_id")
         poll_number = self._new_id()
         poll: dict[str, Any] = {
-            "id": str(5_000_000_000_000_000_000 + poll_number),
+            "id": str(_POLL_IDS + poll_number),
             "question": question,
             "options": [
                 {
@@ -619,23 +690,25 @@ class BotApi:
             poll["close_date"] = int(time.time()) + open_period
         message = self._send(chat, params, {"poll": poll})
         state = self.polls[poll["id"]] = PollState(chat.id, message["message_id"])
+        self._save_poll(poll["id"], state)
         if open_period is not None and not poll["is_closed"]:
             state.timer = asyncio.get_running_loop().call_later(open_period, self._close_poll, poll["id"], None)
         return message
 
     @api_method("stopPoll")
-    def stop_poll(self, params: dict) -> dict:
+    def stop_poll(self, params: Json) -> Json:
         chat = self._chat(params)
-        message_id = integer(params, "message_id", missing="message identifier is not specified")
+        message_id = required_integer(params, "message_id", missing="message identifier is not specified")
         message = chat.messages.get(message_id)
         if message is None or "poll" not in message or not message["from"]["is_bot"]:
             raise bad_request("message with poll to stop not found")
         if message["poll"]["is_closed"]:
             raise bad_request("poll has already been closed")
         markup = self._inline_markup(params)
-        return self._close_poll(message["poll"]["id"], markup)["poll"]
+        poll: Json = self._close_poll(message["poll"]["id"], markup)["poll"]
+        return poll
 
-    def _close_poll(self, poll_id: str, markup: dict | None) -> dict:
+    def _close_poll(self, poll_id: str, markup: Json | None) -> Json:
         state = self.polls[poll_id]
         self._cancel_poll_timer(state)
         chat = self.chats[state.chat_id]
@@ -650,13 +723,17 @@ class BotApi:
             self.updates.push({"poll": closed["poll"]})  # Telegram reports stopped polls
         return closed
 
+    def _save_poll(self, poll_id: str, state: PollState) -> None:
+        if self.journal is not None:
+            self.journal(Change("poll", poll_id, (state.chat_id, state.message_id, dict(state.votes))))
+
     @staticmethod
     def _cancel_poll_timer(state: PollState) -> None:
         if state.timer is not None:
             state.timer.cancel()
             state.timer = None
 
-    def vote(self, user: dict, message: dict, option_ids: list[int]) -> list[dict]:
+    def vote(self, user: Json, message: Json, option_ids: list[int]) -> list[Json]:
         """Apply a user's vote and return the updates Telegram sends the bot for it."""
         poll = message.get("poll")
         state = self.polls.get(poll["id"]) if poll else None
@@ -685,7 +762,9 @@ class BotApi:
         options = [{**option, "voter_count": count} for option, count in zip(poll["options"], counts, strict=False)]
         poll = {**poll, "options": options, "total_voter_count": len(state.votes)}
         # stored without telling listeners: a vote is the user's doing, not a reaction of the bot
-        chat.messages[state.message_id] = {**current, "poll": poll}
+        voted = chat.messages[state.message_id] = {**current, "poll": poll}
+        self._save_poll(poll["id"], state)
+        self._observe(chat, "voted", voted)
         updates = []
         if not poll["is_anonymous"]:
             updates.append(
@@ -701,6 +780,114 @@ class BotApi:
         if self.poll_state_updates or poll["is_anonymous"]:
             updates.append({"poll": poll})
         return updates
+
+    # ------------------------------------------------- what a user does in the app
+
+    def add_user(self, user: Json) -> ChatState:
+        """Register a user (a dict as in updates) and their private chat with the bot, as yet unstarted."""
+        self.users[user["id"]] = user
+        chat = {"id": user["id"], "type": "private", "first_name": user["first_name"]}
+        for key in ("last_name", "username"):
+            if user.get(key):
+                chat[key] = user[key]
+        if self.journal is not None:
+            self.journal(Change("user", user["id"], user))
+        return self.new_chat(chat, known=False)
+
+    def set_language(self, user_id: int, language_code: str | None) -> Json:
+        """The user switched their app's language: their next updates carry the new language_code."""
+        user = {k: v for k, v in self.users[user_id].items() if k != "language_code"}
+        if language_code:
+            user["language_code"] = language_code
+        self.users[user_id] = user
+        if self.journal is not None:
+            self.journal(Change("user", user_id, user))
+        return user
+
+    def post(self, chat: ChatState, sender: Json, content: Json, reply_to: Json | int | None = None) -> Json:
+        """Store a message `sender` writes in `chat`, as Telegram would show it to the bot."""
+        message = {
+            "message_id": chat.allocate_message_id(),
+            "from": sender,
+            "chat": chat.chat,
+            "date": int(time.time()),
+            **content,
+        }
+        if reply_to is not None:
+            replied = chat.messages.get(reply_to if isinstance(reply_to, int) else reply_to["message_id"])
+            if replied is None:
+                raise LookupError(f"cannot reply to message {reply_to}: it is not in chat {chat.id}")
+            message["reply_to_message"] = {k: v for k, v in replied.items() if k != "reply_to_message"}
+        chat.store(message, "sent")
+        return message
+
+    def write(self, user_id: int, content: Json, reply_to: Json | int | None = None) -> int | None:
+        """The user writes to the bot in their private chat; returns the update id."""
+        chat = self.chats[user_id]
+        if not chat.known:
+            chat.known = True  # the user has started the bot: it may write here now
+            if self.journal is not None:
+                self.journal(Change("chat", chat.id, chat.chat))
+        message = self.post(chat, self.users[user_id], content, reply_to)
+        return self.push_update({"message": message})
+
+    def write_text(self, user_id: int, text: str, entities: list[Json] | None = None) -> int | None:
+        """A text message, with the bot_command entities the app finds (unless `entities` are given)."""
+        content: Json = {"text": text}
+        found = command_entities(text) if entities is None else entities
+        if found:
+            content["entities"] = found
+        return self.write(user_id, content)
+
+    def tap(self, user_id: int, chat_id: int, message_id: int, callback_data: str) -> str:
+        """The user taps a callback button; returns the callback query id."""
+        message = self.chats[chat_id].messages[message_id]
+        update = self.new_callback_query(self.users[user_id], message, callback_data)
+        self.push_update(update)
+        query_id: str = update["callback_query"]["id"]
+        return query_id
+
+    def answer_poll(self, user_id: int, chat_id: int, message_id: int, option_ids: list[int]) -> int | None:
+        """The user votes (an empty list retracts); returns the first update id, or raises ValueError."""
+        message = self.chats[chat_id].messages.get(message_id)
+        if message is None:
+            raise LookupError(f"message {message_id} is no longer in chat {chat_id}")
+        ids = [self.push_update(update) for update in self.vote(self.users[user_id], message, option_ids)]
+        return next((i for i in ids if i is not None), None)
+
+    def push_update(self, update: Json) -> int | None:
+        """Queue an update for getUpdates; returns its id (None if allowed_updates excludes it)."""
+        message = update.get("message") or update.get("edited_message")
+        if message is not None and message.get("chat", {}).get("id") is not None:
+            self._learn_chat(message)
+        return self.updates.push(update)
+
+    def _learn_chat(self, message: Json) -> None:
+        """A raw message update makes its chat and sender known, as a real one would."""
+        chat = message["chat"]
+        state = self.chats.get(chat["id"])
+        if state is None:
+            state = self.new_chat(chat, known=True)
+        state.known = True
+        sender = message.get("from")
+        if sender and not sender.get("is_bot"):
+            self.users.setdefault(sender["id"], sender)
+        if "message_id" in message:
+            state.messages.setdefault(message["message_id"], message)
+            state.next_message_id = max(state.next_message_id, message["message_id"] + 1)
+
+    def commands_for(self, chat_id: int, language_code: str | None) -> list[Json]:
+        """The command menu a Telegram app shows in a private chat, for the app's language.
+
+        The narrowest scope with commands wins; within it, the two-letter language before the default.
+        """
+        language = (language_code or "")[:2].lower()
+        for scope in (f"chat:{chat_id}", "all_private_chats", "default"):
+            for key in ((scope, language), (scope, "")):
+                commands = self.commands.get(key)
+                if commands:
+                    return list(commands)
+        return []
 
 
 def _register_profile_texts() -> None:

@@ -1,0 +1,17 @@
+"""coursebot's built-in Telegram Bot API server: the bot runs against it without Telegram.
+
+It serves the Bot API methods the bot uses over real HTTP on loopback, with Telegram's
+rules (4096-character texts, HTML entities, 64-byte callback_data, poll limits, "message
+is not modified"), and the other side of a chat (what a user does in the app) for the
+web chat. Modules: server (HTTP), methods (the methods and the users' side), updates
+(getUpdates), html and text (formatted text), limits (Telegram's limits and refusals),
+params (request decoding), chats (per-chat state), store (history across restarts),
+errors, units.
+"""
+
+from .errors import ApiError
+from .methods import BotApi
+from .server import BotApiServer
+from .store import StateStore
+
+__all__ = ["ApiError", "BotApi", "BotApiServer", "StateStore"]

@@ -1,0 +1,87 @@
+"""The built-in Bot API server's own parts: what it keeps across a restart, and the command menu an app shows.
+
+Telegram's rules themselves are tested through the stand-in (test_standin.py), which is this server.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.errors import StorageError
+from bot.localapi import BotApiServer, StateStore
+
+TOKEN = "42:LOCAL-TEST"
+
+
+def _server(path: Path) -> BotApiServer:
+    return BotApiServer(TOKEN, "local_bot", store=StateStore(path))
+
+
+async def test_chats_polls_and_update_ids_come_back_after_a_restart(tmp_path: Path):
+    path = tmp_path / "history.sqlite3"
+    async with _server(path) as api:
+        api.add_user({"id": 7, "is_bot": False, "first_name": "Ada", "language_code": "en"})
+        first = api.write_text(7, "/start")
+        api.send_message({"chat_id": 7, "text": "<b>Hi</b>", "parse_mode": "HTML"})
+        sent = api.send_poll(
+            {"chat_id": 7, "question": "2+2?", "options": ["3", "4"], "type": "quiz", "correct_option_id": 1}
+        )
+        api.answer_poll(7, 7, sent["message_id"], [1])
+        api.delete_message({"chat_id": 7, "message_id": 2})
+        api.set_language(7, "ar")
+        last = api.write_text(7, "/help")
+    async with _server(path) as api:
+        chat = api.chats[7]
+        assert chat.known
+        assert sorted(chat.messages) == [1, 3, 4]  # the deleted one stays deleted
+        assert chat.messages[1]["text"] == "/start"
+        assert [m["message_id"] for m in chat.bot_messages()] == [3]
+        poll = api.polls[sent["poll"]["id"]]
+        assert poll.votes == {7: [1]}
+        assert chat.messages[3]["poll"]["total_voter_count"] == 1
+        assert api.users[7]["language_code"] == "ar"
+        # New ids never repeat old ones: the bot would drop a reused update id as a redelivery.
+        assert api.write_text(7, "/start") > last > first
+        assert chat.messages[5]["text"] == "/start"
+        again = api.send_poll({"chat_id": 7, "question": "1+1?", "options": ["2", "3"]})
+        assert again["poll"]["id"] != sent["poll"]["id"]
+
+
+async def test_without_a_store_nothing_is_written(tmp_path: Path):
+    async with BotApiServer(TOKEN, "local_bot") as api:
+        api.add_user({"id": 7, "is_bot": False, "first_name": "Ada"})
+        api.write_text(7, "/start")
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_the_command_menu_is_the_narrowest_scope_in_the_apps_language_else_the_default(tmp_path: Path):
+    async with BotApiServer(TOKEN, "local_bot") as api:
+        api.add_user({"id": 7, "is_bot": False, "first_name": "Ada"})
+        assert api.commands_for(7, "en") == []
+        api.set_my_commands({"commands": [{"command": "start", "description": "Start"}]})
+        api.set_my_commands({"commands": [{"command": "start", "description": "Начать"}], "language_code": "ru"})
+        assert api.commands_for(7, "ru-RU") == [{"command": "start", "description": "Начать"}]
+        assert api.commands_for(7, "de") == [{"command": "start", "description": "Start"}]
+        assert api.commands_for(7, None) == [{"command": "start", "description": "Start"}]
+        api.set_my_commands(
+            {"commands": [{"command": "help", "description": "Help"}], "scope": {"type": "chat", "chat_id": 7}}
+        )
+        assert api.commands_for(7, "ru") == [{"command": "help", "description": "Help"}]
+
+
+@pytest.mark.parametrize("content", [b"this is not a database, " * 100, b""])
+async def test_a_history_file_that_is_no_database_is_one_clear_error(tmp_path: Path, content: bytes):
+    path = tmp_path / "history.sqlite3"
+    path.write_bytes(content or b"SQLite format 3\x00" + b"\x00" * 84)  # empty: a header with nothing behind it
+    with pytest.raises(StorageError, match="web chat's history"):
+        async with _server(path):
+            pass
+
+
+async def test_a_history_in_a_folder_that_cannot_be_made_is_one_clear_error(tmp_path: Path):
+    (tmp_path / "file").write_text("in the way")
+    with pytest.raises(StorageError, match="cannot open the web chat's history"):
+        async with _server(tmp_path / "file" / "history.sqlite3"):
+            pass
