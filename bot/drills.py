@@ -151,7 +151,7 @@ def answered(progress: DrillProgress, verdict: Verdict, choice: int | None = Non
     )
 
 
-def choose(drill: ChoiceDrill, choice: int) -> Verdict:
+def grade_choice(drill: ChoiceDrill, choice: int) -> Verdict:
     """Grade a choice: no runner needed."""
     if choice == drill.correct:
         return Verdict(True, Reason.RIGHT_CHOICE)

@@ -129,8 +129,8 @@ def test_a_right_answer_solves_the_drill_and_again_starts_a_fresh_attempt_that_s
 
 
 def test_choices_are_graded_without_the_runner_and_a_wrong_one_is_ruled_out():
-    assert drills.choose(FILL, 1) == Verdict(True, Reason.RIGHT_CHOICE)
-    wrong = drills.choose(FILL, 2)
+    assert drills.grade_choice(FILL, 1) == Verdict(True, Reason.RIGHT_CHOICE)
+    wrong = drills.grade_choice(FILL, 2)
     assert wrong == Verdict(False, Reason.WRONG_CHOICE, "3")
     after = drills.answered(FRESH, wrong, choice=2)
     assert after.ruled_out == {2} and after.tries == 1 and not after.checked

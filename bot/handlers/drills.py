@@ -118,7 +118,7 @@ async def drill_tap(update: Update, context: CourseContext, data: DrillTap) -> s
     if refusal is not None:
         return await _refused(update, context, lesson, drill, before, refusal)
     if isinstance(drill, ChoiceDrill):
-        verdict = drills.choose(drill, data.arg)
+        verdict = drills.grade_choice(drill, data.arg)
     elif (known := drills.precheck(drill, before.placed)) is not None:
         verdict = known
     elif context.services.runner is None:
