@@ -214,6 +214,10 @@ def test_preview_prints_every_slide_poll_and_the_recap_of_a_lesson():
     assert "Poll 1: What does optimizer.zero_grad() do by default in PyTorch 2.x?" in out
     assert "  ✓ Sets each parameter's .grad to None" in out
     assert "Recap" in out and "Clear them every step with zero_grad()" in out
+    # Each drill untouched (its lines as buttons), then solved the author's way, with its explanation.
+    assert "🧩 Drill 1 of 3: put the lines in order" in out and "[ ⇥ opt.step() ]" in out
+    assert "🧩 Drill 3 of 3: predict the output" in out and "It prints:\ntensor(9.)" in out
+    assert "Each backward() adds 3 to .grad: three passes leave 9." in out
     assert "<b>" not in out and "<code>" not in out  # shown as the learner reads it, not as HTML
 
 
