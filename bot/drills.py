@@ -60,6 +60,25 @@ class DrillProgress:
 FRESH = DrillProgress()
 
 
+def fitted(drill: Drill, progress: DrillProgress) -> DrillProgress:
+    """Return a stored attempt as it fits the drill today: the lesson may have changed since (a reload).
+
+    An arrangement or a set of tried choices that no longer fits starts over, one turn on (so the buttons
+    drawn for it are stale); whether the drill was ever solved is kept.
+    """
+    if isinstance(drill, ParsonsDrill):
+        placed = progress.placed
+        if (
+            len(placed) <= len(drill.lines)
+            and len(set(placed)) == len(placed)
+            and all(0 <= i < len(drill.pieces) for i in placed)
+        ):
+            return progress
+    elif all(0 <= i < len(drill.choices) and i != drill.correct for i in progress.ruled_out):
+        return progress
+    return replace(progress, placed=(), ruled_out=frozenset(), done=False, checked=False, turn=progress.turn + 1)
+
+
 class Refusal(Enum):
     """Why a tap changes nothing."""
 

@@ -382,3 +382,36 @@ async def test_the_drill_screens_fit_telegram_and_read_left_to_right_in_arabic(b
     pieces = [b["text"] for b in buttons(screen) if _code_button(b)]
     assert pieces and all(p.startswith("\u2066") and p.endswith("\u2069") for p in pieces), pieces
     assert standin.errors() == []
+
+
+async def test_an_attempt_at_a_drill_the_author_changed_starts_over_and_a_removed_drill_is_gone(
+    standin, config, tmp_path
+):
+    lessons = tmp_path / "lessons"
+    shutil.copytree(LESSONS / "en", lessons / "en")
+    async with running(replace(config, lessons_dir=lessons)) as bot:
+        ada = standin.learner(user_id=8210)
+        screen = await _open_drills(ada, await _last_slide(ada, LESSON), LESSON)
+        screen = await _place(ada, screen, LESSON, STEP, range(len(STEP.lines)))  # every line placed
+        # The author shortens the loop to five lines: the six placed no longer fit, and the drill starts over.
+        path = lessons / "en" / "03-grad.yaml"
+        text = path.read_text(encoding="utf-8")
+        head, drills_block = text.split("\ndrills:\n")
+        drills_block = drills_block.replace("          pred = w * x\n", "", 1).replace(
+            "(pred - 2 * x)", "(w * x - 2 * x)", 1
+        )
+        text = head + "\ndrills:\n" + drills_block
+        path.write_text(text, encoding="utf-8")
+        assert (await bot.reload()).accepted
+        query = await ada.tap(screen, data_button(screen, drill_move(LESSON, STEP.id, "u"))["text"])
+        redrawn = await ada.wait_edit(screen["message_id"])
+        assert (await ada.wait_callback_answer(query))["text"].startswith("That button is out of date")
+        assert not any(e["type"] == "pre" for e in redrawn.get("entities", [])), "the placed lines are gone"
+        # The author removes the fill-in: a tap naming it says so.
+        start = text.index("  - id: clear-guard")
+        path.write_text(text[:start] + text[text.index("  - id: no-clear") :], encoding="utf-8")
+        assert (await bot.reload()).accepted
+        query = await ada.tap(redrawn, callback_data=f"dv:grad:{CLEAR.id}")
+        assert (await ada.wait_callback_answer(query))["text"] == (
+            "This drill is no longer in the lesson. Send /lessons to see the course."
+        )

@@ -207,6 +207,19 @@ def test_each_learner_sees_the_lines_in_their_own_order_never_the_authors():
     assert drills.piece_order(PARSONS, 7, "lesson") == drills.piece_order(PARSONS, 7, "lesson")
 
 
+def test_an_attempt_stored_before_the_lesson_changed_starts_over_but_stays_solved():
+    fits = DrillProgress(placed=(2, 0), turn=7, solved=True)
+    assert drills.fitted(PARSONS, fits) is fits
+    shorter = ParsonsDrill("make-y", "p", ("a = 1", "y = a"), (), "", PARSONS.checks, "e")
+    for stored in (DrillProgress(placed=(0, 3), turn=7, solved=True), DrillProgress(placed=(0, 1, 0), turn=7)):
+        assert drills.fitted(shorter, stored) == DrillProgress(turn=8, solved=stored.solved)
+    tried = DrillProgress(ruled_out=frozenset({0, 2}), turn=3, tries=2)
+    assert drills.fitted(FILL, tried) is tried
+    assert drills.fitted(FILL, DrillProgress(ruled_out=frozenset({5}), turn=3)) == DrillProgress(turn=4)
+    # The right choice changed to one the learner had ruled out: the attempt starts over.
+    assert drills.fitted(FILL, DrillProgress(ruled_out=frozenset({1}), turn=3)).ruled_out == frozenset()
+
+
 def test_choices_are_shuffled_per_learner():
     orders = {tuple(drills.choice_order(FILL, user, "lesson")) for user in range(100)}
     assert all(sorted(order) == [0, 1, 2] for order in orders)

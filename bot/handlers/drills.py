@@ -60,7 +60,13 @@ async def _screen(
 
 
 async def _progress(context: CourseContext, lesson: Lesson, drill: Drill) -> DrillProgress:
-    return (await context.services.db.drill_progress(context.learner.user_id, lesson.id)).get(drill.id, FRESH)
+    """Return the learner's attempt at a drill; one the drill no longer fits (the lesson changed) starts over."""
+    db, user_id = context.services.db, context.learner.user_id
+    stored = (await db.drill_progress(user_id, lesson.id)).get(drill.id, FRESH)
+    fitted = drills.fitted(drill, stored)
+    if fitted is not stored:
+        await db.save_drill(user_id, lesson.id, drill.id, stored, fitted)
+    return fitted
 
 
 @button(StartDrills)
