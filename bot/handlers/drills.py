@@ -36,6 +36,8 @@ async def finish_if_done(context: CourseContext, lesson: Lesson) -> bool:
     solved = (await db.drills_solved(user_id)).get(lesson.id, set())
     if not drills.lesson_finished(lesson, await db.latest_answers(user_id), solved):
         return False
+    # LEAD (contract 3): when complete_lesson returns True, record(context, EventKind.DONE, lesson.id) here, once
+    # for both ways a lesson finishes (state's quiz._finish should call this instead of complete_lesson).
     return await db.complete_lesson(user_id, lesson.id)
 
 
@@ -145,8 +147,11 @@ async def _record(
     """Store a graded answer (False if the attempt changed meanwhile); a right one may finish the lesson."""
     if not await context.services.db.save_drill(context.learner.user_id, lesson.id, drill.id, before, after):
         return False
-    # LEAD (contract 3): record a 'drill' event here once the state helper's recording API is on main:
-    # kind="drill", lesson_id=lesson.id, item_id=drill.id, verdict="right" if verdict.right else "wrong".
+    # LEAD (contract 3): record the answer once the state helper's recording API is on main (branch state:
+    # bot.handlers.common.record), here, for choices and Parsons checks alike (the background check comes here too):
+    #     await record(
+    #         context, EventKind.DRILL, lesson.id, item_id=drill.id, verdict="right" if verdict.right else "wrong"
+    #     )
     if verdict.right:
         await finish_if_done(context, lesson)
     return True
