@@ -25,7 +25,7 @@ from bot.content.live import Edition, Library, Reloaded
 from bot.content.watch import Watcher
 from bot.context import BotData, CourseContext, Services, SnippetRunner, update_scope
 from bot.errors import ConfigError, StorageError
-from bot.handlers import course, fallback, language, lessons, practice, progress, quiz, settings
+from bot.handlers import course, drills, fallback, language, lessons, practice, progress, quiz, settings
 from bot.i18n import DEFAULT_LANGUAGE, I18n, _, telegram_code
 from bot.metrics import MeasuredRequest, Metrics
 from bot.monitoring import Check, MonitoringServer
@@ -52,6 +52,7 @@ def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
         *course.handlers(),
         *lessons.handlers(),
         *quiz.handlers(),
+        *drills.handlers(),
         *progress.handlers(),
         *settings.handlers(),
         *language.handlers(),

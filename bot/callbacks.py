@@ -187,3 +187,32 @@ class ChooseLanguage(CallbackData, prefix="g"):
             if self._field(language) == self.language:
                 return language
         raise CallbackDataError(f"no shipped language {self.language!r}")
+
+
+@dataclass(frozen=True)
+class StartDrills(CallbackData, prefix="dl"):
+    """Open a lesson's drills in a new message, at the first one not solved yet."""
+
+    lesson: str
+
+
+@dataclass(frozen=True)
+class ShowDrill(CallbackData, prefix="dv"):
+    """Show one drill of a lesson in the tapped message."""
+
+    lesson: str
+    drill: str
+
+
+@dataclass(frozen=True)
+class DrillTap(CallbackData, prefix="dm"):
+    """A move on the drill shown: ``move`` is a bot.drills.Move value, ``arg`` the piece or choice it names.
+
+    ``turn`` is the attempt's turn the screen was drawn at: a tap from an older screen is stale.
+    """
+
+    lesson: str
+    drill: str
+    move: str
+    arg: int
+    turn: int

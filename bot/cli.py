@@ -110,7 +110,8 @@ def _lint(args: argparse.Namespace) -> int:
     lessons = content.english.lessons
     slides = sum(len(lesson.slides) for lesson in lessons)
     questions = sum(len(lesson.quiz) for lesson in lessons)
-    print(f"ok: {len(lessons)} lessons, {slides} slides, {questions} questions")
+    drills = sum(len(lesson.drills) for lesson in lessons)
+    print(f"ok: {len(lessons)} lessons, {slides} slides, {questions} questions, {drills} drills")
     languages = sorted((set(content.translations) | set(i18n.languages)) - {DEFAULT_LANGUAGE})
     reports = [
         coverage.coverage(content, language, config.locales_dir / language / "LC_MESSAGES" / "messages.po")

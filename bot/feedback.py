@@ -4,12 +4,11 @@ and what a run printed, why it ended, which checks failed and the likely mistake
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 
-from bot import lessontext, mistakes, render
+from bot import mistakes, render
 from bot.content.model import Course, Exercise, ExerciseCheck, Lesson
 from bot.i18n import _, number
-from bot.safehtml import Html, escape, italic, pre
+from bot.safehtml import Html, italic, pre
 from runner.client import Check, ExerciseChecks, Limits, RunResult
 
 # Telegram allows 4096 characters; output gets what the frame around it leaves (at most this).
@@ -135,19 +134,6 @@ def likely_mistakes(exercise: Exercise, result: RunResult) -> list[str]:
     return mistakes.likely(evidence)
 
 
-def feedback_lines(lines: Sequence[str], likely: Sequence[str] = ()) -> Html:
-    """Render feedback lines and likely mistakes, each in lesson markup, as HTML bullets."""
-    return Html("\n".join(["✗ " + _line_html(line) for line in lines] + ["🔎 " + _line_html(m) for m in likely]))
-
-
-def _line_html(line: str) -> Html:
-    # A value from the learner's code may itself hold a backtick; then show the line literally.
-    try:
-        return lessontext.to_html(line)
-    except lessontext.MarkupError:
-        return escape(line)
-
-
 def verdict_screen(
     course: Course,
     lesson: Lesson,
@@ -163,7 +149,7 @@ def verdict_screen(
         course,
         lesson,
         output_block(result, output_room),
-        feedback_lines(lines, likely),
+        render.feedback_lines(lines, likely),
         passed=result.passed,
         hints_shown=hints_shown,
     )

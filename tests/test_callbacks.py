@@ -13,13 +13,16 @@ from bot.callbacks import (
     ChooseLanguage,
     ConfirmReset,
     Continue,
+    DrillTap,
     LeavePractice,
     OpenLesson,
     ResendPoll,
     RetakeMissed,
+    ShowDrill,
     ShowHint,
     ShowMenu,
     ShowSlide,
+    StartDrills,
     StartPractice,
     StartQuiz,
     matches,
@@ -53,6 +56,11 @@ EXAMPLES = [
     LeavePractice("no-grad"),
     ChooseLanguage("pt-br"),
     ChooseLanguage.of(None),
+    StartDrills("grad"),
+    ShowDrill("grad", "step-order"),
+    DrillTap("grad", "step-order", "p", 3, 12),
+    # The longest a drill tap can be: a lesson id and a drill id of their most characters, the highest turn.
+    DrillTap("a" * 32, "b" * 16, "k", 9, 999),
 ]
 
 

@@ -81,13 +81,13 @@ def test_lint_of_the_real_lessons_exits_zero_with_a_summary_and_the_coverage_of_
     result = cli("lint", "lessons", "--strict")
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == "ok: 4 lessons, 52 slides, 12 questions"
+    assert lines[0] == "ok: 4 lessons, 52 slides, 12 questions, 12 drills"
     assert lines[1].startswith("translation coverage")
     shipped = sorted(p.parent.parent.name for p in (ROOT / "locales").glob("*/LC_MESSAGES/messages.po"))
     assert [line.split()[0] for line in lines[2:]] == [language for language in shipped if language != "en"]
     for line in lines[2:]:
         assert re.fullmatch(
-            r"  \S+ +slides 52/52 \(100%\), questions 12/12 \(100%\), exercises 4/4 \(100%\), "
+            r"  \S+ +slides 52/52 \(100%\), questions 12/12 \(100%\), exercises 4/4 \(100%\), drills 12/12 \(100%\), "
             r"lesson texts 14/14 \(100%\), UI messages (\d+)/\1 \(100%\), out of date 0",
             line,
         ), line
@@ -214,6 +214,10 @@ def test_preview_prints_every_slide_poll_and_the_recap_of_a_lesson():
     assert "Poll 1: What does optimizer.zero_grad() do by default in PyTorch 2.x?" in out
     assert "  ✓ Sets each parameter's .grad to None" in out
     assert "Recap" in out and "Clear them every step with zero_grad()" in out
+    # Each drill untouched (its lines as buttons), then solved the author's way, with its explanation.
+    assert "🧩 Drill 1 of 3: put the lines in order" in out and "[ ⇥ opt.step() ]" in out
+    assert "🧩 Drill 3 of 3: predict the output" in out and "It prints:\ntensor(9.)" in out
+    assert "Each backward() adds 3 to .grad: three passes leave 9." in out
     assert "<b>" not in out and "<code>" not in out  # shown as the learner reads it, not as HTML
 
 

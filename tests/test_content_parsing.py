@@ -177,8 +177,8 @@ def test_unknown_key_at_the_top_of_a_lesson_is_reported(lessons):
     found = problems(lessons)
     assert f"{path}:1: lesson: missing 'summary'" in found
     assert (
-        f"{path}:{line}: lesson: unknown key 'sumary' (expected exercise, id, quiz, recap, slides, summary, title)"
-        in found
+        f"{path}:{line}: lesson: unknown key 'sumary' "
+        "(expected drills, exercise, id, quiz, recap, slides, summary, title)" in found
     )
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from bot import feedback, mistakes
+from bot import feedback, mistakes, render
 from bot.content import telegram_limits
 from bot.content.load import load_valid
 from bot.i18n import I18n
@@ -63,7 +63,7 @@ def test_a_mismatch_shows_the_exercises_own_message_with_what_was_got_and_expect
     outcome = CheckOutcome(check.id, False, "checks.mismatch", {"got": "tensor([8.])", "expected": "tensor([2.])"})
     lines = feedback.check_feedback(GRAD, _result(checks=(outcome,)))
     assert lines == [check.fail.replace("{got}", "`tensor([8.])`").replace("{expected}", "`tensor([2.])`")]
-    html = feedback.feedback_lines(lines)
+    html = render.feedback_lines(lines)
     assert "<code>tensor([8.])</code>" in html and "<code>tensor([2.])</code>" in html
 
 

@@ -52,7 +52,8 @@ ANNOTATION_RE = re.compile(r"^\s*print\(.*\)\s+# -> (?P<value>.*?)\s*$")
 SLIDE_KEYS = {"id", "title", "text", "code", "setup"}
 QUESTION_KEYS = {"id", "question", "options", "explanation"}
 OPTION_KEYS = {"id", "text", "correct"}
-LESSON_KEYS = {"id", "title", "summary", "slides", "quiz", "recap", "exercise"}
+# drills: tests/test_drills_content.py
+LESSON_KEYS = {"id", "title", "summary", "slides", "quiz", "recap", "exercise", "drills"}
 EXERCISE_KEYS = {"title", "instructions", "starter", "hints", "checks", "solution"}
 CHECK_KEYS = {"id", "expr", "kind", "expect", "fail"}
 CHECK_KINDS = ("equal", "close", "shape", "dtype", "true")

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from bot import lessontext
 from bot.callbacks import ShowSlide
+from bot.content.drill_parsing import read_drill_translations, read_drills
 from bot.content.model import (
     CHECK_KINDS,
     FAIL_PLACEHOLDERS,
@@ -54,7 +55,7 @@ def _read_english_lesson(file: ContentFile, data: LinedMap, number: int) -> Less
         data,
         "lesson",
         {"id": str, "title": str, "summary": str, "slides": list, "quiz": list, "recap": str, "exercise": dict},
-        {},
+        {"drills": list},
     )
     slides = [
         _read_slide(file, line, item, item_id)
@@ -77,8 +78,9 @@ def _read_english_lesson(file: ContentFile, data: LinedMap, number: int) -> Less
     _count(file, data, "slides", len(data["slides"]), SLIDE_COUNT, "slides")
     _count(file, data, "quiz", len(data["quiz"]), QUIZ_COUNT, "questions in the Quick Check")
     exercise = _read_exercise(file, data["exercise"])
+    drills = read_drills(file, data)
     read_slides, read_quiz = _all_read(slides), _all_read(quiz)
-    if read_slides is None or read_quiz is None or exercise is None:
+    if read_slides is None or read_quiz is None or exercise is None or drills is None:
         return None
     return Lesson(
         id=top["id"],
@@ -89,6 +91,7 @@ def _read_english_lesson(file: ContentFile, data: LinedMap, number: int) -> Less
         quiz=read_quiz,
         recap=top["recap"],
         exercise=exercise,
+        drills=drills,
         source=file.source(data.line),
     )
 
@@ -144,37 +147,8 @@ def _read_exercise(file: ContentFile, node: LinedMap) -> Exercise | None:
     if not low <= len(node["checks"]) <= high:
         file.problem(node.key_lines["checks"], f"{where}: has {len(node['checks'])} checks, expected {low} to {high}")
     for _line, item, check_id in file.unique_ids(file.items(node, "checks", where), "check"):
-        check_where = f"check '{check_id}'"
-        fields = file.fields(item, check_where, {"id": str, "expr": str, "kind": str, "fail": str}, {"expect": object})
-        if fields is None:
-            continue
-        if fields["kind"] not in CHECK_KINDS:
-            file.problem(item.key_lines["kind"], f"{check_where}: kind must be one of {', '.join(CHECK_KINDS)}")
-            continue
-        if fields["kind"] == "true" and "expect" in fields:
-            file.problem(item.key_lines["expect"], f"{check_where}: a 'true' check takes no 'expect'")
-            continue
-        expect = plain(fields.get("expect"))
-        if "expect" in item and item["expect"] is None:
-            file.problem(
-                item.key_lines["expect"], f"{check_where}: 'expect' is empty; leave it out to compare with the solution"
-            )
-            continue
-        try:
-            # The runner's own reading of the expression: what lint accepts is what extraction can evaluate.
-            Check(check_id, fields["expr"], fields["kind"], expect=expect)
-        except InvalidRequest as exc:
-            file.problem(
-                item.key_lines["expr"], f"{check_where}: 'expr' {str(exc).removeprefix(f'check {check_id!r}: ')}"
-            )
-            continue
-        file.check_lesson_text(item, "fail", check_where)
-        check = ExerciseCheck(check_id, fields["expr"], fields["kind"], expect, fields["fail"])
-        why_not = ": a 'true' check's value is only False"
-        if (problem := _placeholder_problem(check.fail, _placeholders(check), why_not=why_not)) is not None:
-            file.problem(item.key_lines["fail"], f"{check_where}: 'fail' {problem}")
-            continue
-        checks.append(check)
+        if (check := read_check(file, item, check_id)) is not None:
+            checks.append(check)
     if hints is None or len(checks) != len(node["checks"]):
         return None
     return Exercise(
@@ -186,6 +160,43 @@ def _read_exercise(file: ContentFile, node: LinedMap) -> Exercise | None:
         solution=_required_code(values["solution"]),
         source=file.source(node.line),
     )
+
+
+def read_check(file: ContentFile, item: LinedMap, check_id: str) -> ExerciseCheck | None:
+    """Read one hidden check of an exercise or a drill, or return None after reporting its problem.
+
+    A check may leave 'expect' out: it is then compared with what the reference (the solution, or a drill's
+    own order) gives on the same random inputs.
+    """
+    check_where = f"check '{check_id}'"
+    fields = file.fields(item, check_where, {"id": str, "expr": str, "kind": str, "fail": str}, {"expect": object})
+    if fields is None:
+        return None
+    if fields["kind"] not in CHECK_KINDS:
+        file.problem(item.key_lines["kind"], f"{check_where}: kind must be one of {', '.join(CHECK_KINDS)}")
+        return None
+    if fields["kind"] == "true" and "expect" in fields:
+        file.problem(item.key_lines["expect"], f"{check_where}: a 'true' check takes no 'expect'")
+        return None
+    expect = plain(fields.get("expect"))
+    if "expect" in item and item["expect"] is None:
+        file.problem(
+            item.key_lines["expect"], f"{check_where}: 'expect' is empty; leave it out to compare with the solution"
+        )
+        return None
+    try:
+        # The runner's own reading of the expression: what lint accepts is what extraction can evaluate.
+        Check(check_id, fields["expr"], fields["kind"], expect=expect)
+    except InvalidRequest as exc:
+        file.problem(item.key_lines["expr"], f"{check_where}: 'expr' {str(exc).removeprefix(f'check {check_id!r}: ')}")
+        return None
+    file.check_lesson_text(item, "fail", check_where)
+    check = ExerciseCheck(check_id, fields["expr"], fields["kind"], expect, fields["fail"])
+    why_not = ": a 'true' check's value is only False"
+    if (problem := _placeholder_problem(check.fail, _placeholders(check), why_not=why_not)) is not None:
+        file.problem(item.key_lines["fail"], f"{check_where}: 'fail' {problem}")
+        return None
+    return check
 
 
 def _placeholders(check: ExerciseCheck) -> tuple[str, ...]:
@@ -314,6 +325,7 @@ def _read_translation(file: ContentFile, data: LinedMap, english: Lesson) -> Les
                 "quiz": list,
                 "recap": str,
                 "exercise": dict,
+                "drills": list,
                 "sources": dict,
             },
         )
@@ -372,6 +384,8 @@ def _read_translation(file: ContentFile, data: LinedMap, english: Lesson) -> Les
     parts: dict[str, int] = {key: data.key_lines[key] for key in ("title", "summary", "recap") if key in top}
     parts |= {f"slide/{slide_id}": slide.source.line for slide_id, slide in translated_slides.items()}
     parts |= {f"question/{question_id}": q.source.line for question_id, q in translated_quiz.items()}
+    drills = read_drill_translations(file, data, english)
+    parts |= {f"drill/{drill.id}": drill.source.line for drill in drills if not drill.fallback}
     exercise: Exercise | None = english.exercise
     if "exercise" in top and english.exercise is not None:
         exercise = _read_exercise_translation(file, top["exercise"], english.exercise)
@@ -386,6 +400,7 @@ def _read_translation(file: ContentFile, data: LinedMap, english: Lesson) -> Les
         recap=top.get("recap", english.recap),
         recap_fallback="recap" not in top,
         exercise=exercise,
+        drills=drills,
         translation=_translation(
             file,
             data,
@@ -440,18 +455,37 @@ def _read_exercise_translation(file: ContentFile, node: LinedMap, english: Exerc
     if starter is not None and (difference := code_difference(starter, english.starter)) is not None:
         file.problem(node.key_lines["starter"], f"{where}: 'starter' {difference}")
         starter = None
+    checks = translated_checks(file, node, english.checks, where)
+    if hints is None or checks is None or (starter is None and "starter" in values):
+        return fallback
+    return replace(
+        english,
+        title=values["title"],
+        instructions=values["instructions"],
+        starter=starter or english.starter,
+        hints=hints,
+        checks=checks,
+        source=file.source(node.line),
+    )
+
+
+def translated_checks(
+    file: ContentFile, node: LinedMap, english: tuple[ExerciseCheck, ...], where: str
+) -> tuple[ExerciseCheck, ...] | None:
+    """Return the English checks with the 'fail' messages translated under ``node``, or None if any is missing."""
     fails: dict[str, str] = {}
-    by_id = {check.id: check for check in english.checks}
+    by_id = {check.id: check for check in english}
     listed = file.unique_ids(file.items(node, "checks", where), "check")
-    absent = [check.id for check in english.checks if check.id not in {check_id for _, _, check_id in listed}]
+    absent = [check.id for check in english if check.id not in {check_id for _, _, check_id in listed}]
     if absent:
         file.problem(
-            node.key_lines["checks"], f"{where}: no translated 'fail' for check {', '.join(map(repr, absent))}"
+            node.key_lines.get("checks", node.line),
+            f"{where}: no translated 'fail' for check {', '.join(map(repr, absent))}",
         )
     for _line, item, check_id in listed:
         check_where = f"check '{check_id}'"
         if check_id not in by_id:
-            file.problem(item.key_lines["id"], f"{check_where} is not in the English exercise")
+            file.problem(item.key_lines["id"], f"{check_where} is not in the English {where}")
             continue
         fields = file.fields(item, check_where, {"id": str, "fail": str}, {})
         if fields is None:
@@ -464,17 +498,9 @@ def _read_exercise_translation(file: ContentFile, node: LinedMap, english: Exerc
             file.problem(item.key_lines["fail"], f"{check_where}: 'fail' {problem}")
             continue
         fails[check_id] = fields["fail"]
-    if hints is None or len(fails) != len(english.checks) or (starter is None and "starter" in values):
-        return fallback
-    return replace(
-        english,
-        title=values["title"],
-        instructions=values["instructions"],
-        starter=starter or english.starter,
-        hints=hints,
-        checks=tuple(replace(check, fail=fails[check.id]) for check in english.checks),
-        source=file.source(node.line),
-    )
+    if len(fails) != len(english):
+        return None
+    return tuple(replace(check, fail=fails[check.id]) for check in english)
 
 
 def _code_tokens(code: str) -> tuple[list[tuple[int, str]], list[str]]:

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.content.model import Course, Lesson, Translation
+from bot.content.model import Course, Drill, Lesson, ParsonsDrill, Translation
 
 STAMP_LENGTH = 8  # hex digits of a part's hash
 STAMP = re.compile(f"[0-9a-f]{{{STAMP_LENGTH}}}")  # used with fullmatch
@@ -37,6 +37,8 @@ def lesson_parts(english: Lesson) -> dict[str, str]:
     for question in english.quiz:
         parts[f"question/{question.id}"] = _digest(question.question, question.options, question.explanation)
     parts["recap"] = _digest(english.recap)
+    for drill in english.drills:
+        parts[f"drill/{drill.id}"] = _digest(drill_text(drill))
     if english.exercise is not None:
         exercise = english.exercise
         parts["exercise"] = _digest(
@@ -47,6 +49,13 @@ def lesson_parts(english: Lesson) -> dict[str, str]:
             [(check.id, check.fail) for check in exercise.checks],
         )
     return parts
+
+
+def drill_text(drill: Drill) -> list[object]:
+    """Return what a drill's translation is made from: its prose, its code and its check messages."""
+    if isinstance(drill, ParsonsDrill):
+        return [drill.prompt, drill.lines, drill.distractors, drill.explanation, [(c.id, c.fail) for c in drill.checks]]
+    return [drill.prompt, drill.code, drill.choices, drill.explanation]
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from bot import feedback, mistakes, render
 from bot.callbacks import MAX_BYTES
-from bot.content.model import Course, Lesson, Question
+from bot.content.model import Course, Drill, Lesson, ParsonsDrill, Question
+from bot.drills import FRESH, DrillProgress, Reason, Verdict
 from bot.errors import Problem
 from bot.i18n import DEFAULT_LANGUAGE, I18n
 from bot.localapi import limits
@@ -24,6 +26,14 @@ POLL_OPTION_MAX = limits.POLL_OPTION_MAX
 EXPLANATION_MAX = limits.POLL_EXPLANATION_MAX
 EXPLANATION_LINE_BREAKS_MAX = limits.POLL_EXPLANATION_LINE_FEEDS
 telegram_length = utf16_len  # the length Telegram counts
+
+# One phone screen: a 6.1-inch phone at Telegram's default text size shows about 30 lines of 40 characters
+# between the chat's title and its input bar (code, smaller and monospaced, fits 46); a row of buttons is as
+# tall as two lines. A drill is tapped through without scrolling, so each of its screens must fit.
+PHONE_LINES = 30
+PHONE_LINE_CHARS = 40
+BUTTON_ROW_LINES = 2
+_PRE = re.compile(r"<pre>(.*?)</pre>", re.DOTALL)
 
 
 def visible_length(html_text: str) -> int:
@@ -62,6 +72,64 @@ def check_course(course: Course, i18n: I18n) -> list[Problem]:
             exercise = lesson.exercise
             if exercise is not None and (course.language == DEFAULT_LANGUAGE or not exercise.fallback):
                 problems += _check_exercise(course, lesson)
+            for drill in lesson.drills:
+                if course.language == DEFAULT_LANGUAGE or not drill.fallback:
+                    problems += _check_drill(course, lesson, drill)
+    return problems
+
+
+def phone_lines(screen: render.Screen) -> int:
+    """Return how many lines of a phone screen a message takes: its wrapped text, then its rows of buttons."""
+    lines = 0
+    segments = _PRE.split(screen.text)
+    for index, segment in enumerate(segments):
+        pieces = visible_text(segment).split("\n")
+        if index % 2:  # inside <pre>: code, one line per line
+            lines += len(pieces)
+            continue
+        # A block of code starts and ends a line of its own: the text around it shares no line with it.
+        pieces = pieces[1 if index else 0 : -1 if index + 1 < len(segments) else None]
+        lines += sum(max(1, -(-telegram_length(line) // PHONE_LINE_CHARS)) for line in pieces)
+    rows = len(screen.buttons.inline_keyboard) if screen.buttons else 0
+    return lines + BUTTON_ROW_LINES * rows
+
+
+def _check_drill(course: Course, lesson: Lesson, drill: Drill) -> list[Problem]:
+    """Check the tallest screens of a drill: untouched, answered wrong with every message, and solved."""
+    every = frozenset(d.id for d in lesson.drills)
+    if isinstance(drill, ParsonsDrill):
+        order = list(range(len(drill.pieces)))
+        wrong = Verdict(
+            False, Reason.CHECKS, failed=tuple(c.fail.replace("{got}", "`tensor([1., 2., 3.])`") for c in drill.checks)
+        )
+        placed = DrillProgress(placed=tuple(range(len(drill.lines))), turn=1, checked=True)
+        right = Verdict(True, Reason.SAME_RESULTS)
+    else:
+        order = list(range(len(drill.choices)))
+        longest = max(range(len(drill.choices)), key=lambda i: len(drill.choices[i]))
+        wrong = Verdict(False, Reason.WRONG_CHOICE, drill.choices[longest])
+        placed = DrillProgress(ruled_out=frozenset(order) - {drill.correct}, turn=1)
+        right = Verdict(True, Reason.RIGHT_CHOICE)
+    solved = DrillProgress(placed=placed.placed, turn=2, solved=True, done=True)
+    screens = {
+        "its first screen": render.DrillView(FRESH, order),
+        "a wrong answer": render.DrillView(placed, order, verdict=wrong),
+        "its last screen, solved": render.DrillView(solved, order, every, right, quiz_left=True),
+    }
+    problems = []
+    where = f"drill '{drill.id}'"
+    for what, view in screens.items():
+        screen = render.drill(course, lesson, drill, view)
+        problems += _check_screen(screen, f"{where}: {what}", drill.source.path, drill.source.line)
+        if (n := phone_lines(screen)) > PHONE_LINES:
+            problems.append(
+                Problem(
+                    drill.source.path,
+                    drill.source.line,
+                    f"{where}: {what} takes {n} lines of a phone screen, about {PHONE_LINES} fit: "
+                    "shorten the prompt, the code or the explanation",
+                )
+            )
     return problems
 
 

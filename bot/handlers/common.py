@@ -82,7 +82,12 @@ async def refuse(update: Update) -> None:
     if query is None:
         return
     log.info("refused callback data %r from user %s", query.data, query.from_user.id)
-    await answer(query, _("This button is not valid any more. Send /lessons to see the course."))
+    await answer(query, button_refused())
+
+
+def button_refused() -> str:
+    """Return the toast for a tap whose data this bot never made."""
+    return _("This button is not valid any more. Send /lessons to see the course.")
 
 
 async def answer(query: CallbackQuery, text: str | None = None) -> None:

@@ -23,6 +23,7 @@ from bot.callbacks import ResendPoll, RetakeMissed, StartQuiz, matches
 from bot.content.model import Lesson
 from bot.context import CourseContext
 from bot.handlers.common import button, for_learner, lesson_gone, record, send, show, show_in_tapped
+from bot.handlers.drills import finish_if_done
 from bot.i18n import _
 from bot.learner import NOT_STARTED, EventKind, ReaderView, SentPoll
 from bot.navigation import lesson_score, missed, unanswered
@@ -244,9 +245,8 @@ async def _finish(context: CourseContext, lesson: Lesson) -> None:
     """Close a round: the lesson is done once every question is answered; show the score, the recap, the way on."""
     db = context.services.db
     user_id = context.learner.user_id
+    await finish_if_done(context, lesson)
     answers = await db.latest_answers(user_id)
-    if not unanswered(lesson, answers) and await db.complete_lesson(user_id, lesson.id):
-        await record(context, EventKind.DONE, lesson.id)
     screen = render.quiz_result(context.course, lesson, lesson_score(lesson, answers), len(missed(lesson, answers)))
     message = await send(context, context.learner.chat_id, screen)
     await db.set_reader_message(user_id, message.message_id, ReaderView.RESULT)

@@ -21,6 +21,7 @@ from typing import Any, TypeAlias
 import aiosqlite
 
 from bot.content.model import Course
+from bot.drills import DrillProgress
 from bot.errors import StorageError
 from bot.learner import Answer, EventKind, Learner, LessonProgress, ReaderView, SentPoll
 from bot.storage.migrations import MIGRATIONS
@@ -109,6 +110,18 @@ class Recorded:
     """An answer just recorded, and what it did to the learner's round."""
 
     remaining: tuple[str, ...] | None  # the questions left, or None: its poll was not the one awaited
+
+
+def _drill_progress(row: sqlite3.Row) -> DrillProgress:
+    return DrillProgress(
+        placed=tuple(int(i) for i in row["placed"].split()),
+        ruled_out=frozenset(int(i) for i in row["ruled_out"].split()),
+        turn=row["turn"],
+        tries=row["tries"],
+        solved=row["solved_at"] is not None,
+        done=bool(row["done"]),
+        checked=bool(row["checked"]),
+    )
 
 
 class Database:
@@ -760,12 +773,65 @@ class Database:
             cursor = await conn.execute("DELETE FROM events WHERE at < ? OR ? = 0", (cutoff, self.events_days))
             return cursor.rowcount
 
+    # Drills
+
+    async def drill_progress(self, user_id: int, lesson_id: str) -> dict[str, DrillProgress]:
+        """Return the learner's attempt at each drill of a lesson they touched, by drill id."""
+        rows = await self._all(
+            "SELECT drill_id, placed, ruled_out, turn, tries, done, checked, solved_at FROM drill_progress"
+            " WHERE user_id = ? AND lesson_id = ?",
+            (user_id, lesson_id),
+        )
+        return {row["drill_id"]: _drill_progress(row) for row in rows}
+
+    async def save_drill(
+        self, user_id: int, lesson_id: str, drill_id: str, before: DrillProgress, after: DrillProgress
+    ) -> bool:
+        """Store ``after`` if the stored attempt is still ``before``; return False if another tap changed it first."""
+        now = self._now()
+        async with self._write() as conn:
+            cursor = await conn.execute(
+                "INSERT INTO drill_progress"
+                " (user_id, lesson_id, drill_id, placed, ruled_out, turn, tries, done, checked, solved_at, updated_at)"
+                " VALUES (:user, :lesson, :drill, :placed, :ruled_out, :turn, :tries, :done, :checked,"
+                " CASE WHEN :solved THEN :now END, :now)"
+                " ON CONFLICT (user_id, lesson_id, drill_id) DO UPDATE SET placed = :placed, ruled_out = :ruled_out,"
+                " turn = :turn, tries = :tries, done = :done, checked = :checked,"
+                " solved_at = coalesce(solved_at, CASE WHEN :solved THEN :now END), updated_at = :now"
+                " WHERE turn = :before",
+                {
+                    "user": user_id,
+                    "lesson": lesson_id,
+                    "drill": drill_id,
+                    "placed": " ".join(map(str, after.placed)),
+                    "ruled_out": " ".join(map(str, sorted(after.ruled_out))),
+                    "turn": after.turn,
+                    "tries": after.tries,
+                    "done": int(after.done),
+                    "checked": int(after.checked),
+                    "solved": int(after.solved),
+                    "before": before.turn,
+                    "now": now,
+                },
+            )
+            return cursor.rowcount == 1
+
+    async def drills_solved(self, user_id: int) -> dict[str, set[str]]:
+        """Return the drills the learner has solved, as drill ids by lesson id."""
+        rows = await self._all(
+            "SELECT lesson_id, drill_id FROM drill_progress WHERE user_id = ? AND solved_at IS NOT NULL", (user_id,)
+        )
+        solved: dict[str, set[str]] = {}
+        for row in rows:
+            solved.setdefault(row["lesson_id"], set()).add(row["drill_id"])
+        return solved
+
     # Reset and backup
 
     async def reset(self, user_id: int) -> None:
         """Forget the learner's progress and answers; keep who they are and their language."""
         async with self._write() as conn:
-            for table in ("quiz_answers", "quiz_polls", "lesson_progress", "exercise_attempts"):
+            for table in ("quiz_answers", "quiz_polls", "lesson_progress", "exercise_attempts", "drill_progress"):
                 # Table names come from the tuple above, never from input.
                 await conn.execute(f"DELETE FROM {table} WHERE user_id = ?", (user_id,))
             await conn.execute(

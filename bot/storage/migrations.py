@@ -190,4 +190,22 @@ MIGRATIONS: tuple[str, ...] = (
         SELECT update_id, processed_at, 'handled', processed_at FROM processed_updates;
     DROP TABLE processed_updates;
     """,
+    # 6: drills (Parsons, fill in the blank, predict the output): each learner's attempt at each drill.
+    # Lessons completed before drills existed keep their completed_at: nothing here touches it.
+    """
+    CREATE TABLE drill_progress (
+        user_id     INTEGER NOT NULL REFERENCES learners(user_id) ON DELETE CASCADE,
+        lesson_id   TEXT NOT NULL,
+        drill_id    TEXT NOT NULL,
+        placed      TEXT NOT NULL DEFAULT '',  -- Parsons: piece numbers in the order tapped, space-separated
+        ruled_out   TEXT NOT NULL DEFAULT '',  -- choices tried and wrong in this attempt, space-separated
+        turn        INTEGER NOT NULL DEFAULT 0,  -- counts every change; buttons carry it, so stale taps are known
+        tries       INTEGER NOT NULL DEFAULT 0,  -- wrong answers, over every attempt
+        done        INTEGER NOT NULL DEFAULT 0,  -- this attempt is answered right
+        checked     INTEGER NOT NULL DEFAULT 0,  -- Parsons: the arrangement was checked and is wrong
+        solved_at   TEXT,                        -- first answered right: what progress counts
+        updated_at  TEXT NOT NULL,
+        PRIMARY KEY (user_id, lesson_id, drill_id)
+    );
+    """,
 )
