@@ -6,8 +6,8 @@ bench/bot.py runs it as a subprocess on the same harness as coursebot and measur
 same way; coursebot's throughput is judged against this one's.
 
 What it does: /start sends a menu-like message with a "▶ Start the course" button; any
-callback query edits the tapped message to a slide (callback data ``s:<lesson>:<n>`` names
-slide n, anything else means slide 0) and then answers the query. Nothing is stored:
+callback query edits the tapped message to a slide (callback data ``s:<lesson>:<slide id>``
+names the slide, anything else means slide 0) and then answers the query. Nothing is stored:
 the slide comes from the callback data alone.
 
 The same as coursebot (so the difference is coursebot's own work):
@@ -48,7 +48,7 @@ ALLOWED_UPDATES = [Update.MESSAGE, Update.EDITED_MESSAGE, Update.CALLBACK_QUERY,
 NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
 
 
-def _screens() -> tuple[tuple[str, InlineKeyboardMarkup], list[tuple[str, InlineKeyboardMarkup]]]:
+def _screens() -> tuple[tuple[str, InlineKeyboardMarkup], dict[str, tuple[str, InlineKeyboardMarkup]]]:
     """The menu and lesson 1's slides as coursebot shows them to a new learner (rendered once)."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
@@ -61,8 +61,8 @@ def _screens() -> tuple[tuple[str, InlineKeyboardMarkup], list[tuple[str, Inline
     course = load_valid(lessons, locales).english
     lesson = course.lessons[0]
     menu = render.menu(course, {}, Place(lesson, 0), welcome=True)  # "▶ Start the course" and the lessons
-    slides = [render.slide(course, lesson, i) for i in range(len(lesson.slides))]
-    return (menu.text, menu.buttons), [(s.text, s.buttons) for s in slides]
+    slides = {slide.id: render.slide(course, lesson, i) for i, slide in enumerate(lesson.slides)}
+    return (menu.text, menu.buttons), {slide_id: (s.text, s.buttons) for slide_id, s in slides.items()}
 
 
 MENU, SLIDES = _screens()
@@ -78,8 +78,8 @@ async def start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 async def turn(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     query = update.callback_query
     parts = (query.data or "").split(":")
-    index = int(parts[2]) if len(parts) == 3 and parts[0] == "s" and parts[2].isdigit() else 0
-    text, buttons = SLIDES[min(index, len(SLIDES) - 1)]
+    named = parts[2] if len(parts) == 3 and parts[0] == "s" else None
+    text, buttons = SLIDES.get(named or "", next(iter(SLIDES.values())))
     try:
         await query.edit_message_text(
             text, parse_mode=ParseMode.HTML, reply_markup=buttons, link_preview_options=NO_PREVIEW

@@ -10,6 +10,9 @@ Prints one JSON object:
                              doing `import torch` + the trivial snippet
   speedup                    cold_p50 / warm_p50
   jobs_per_s                 trivial jobs completed per second, all submitted at once
+  cpu_ms_per_job             CPU the runner's whole process tree (runner, zygote, sandboxes, jobs) spent
+                             per trivial job in that burst: what jobs/s is made of, and far less
+                             sensitive to other load on the machine than jobs/s itself
   idle_rss_mb                memory of the runner + zygote + prepared sandboxes
                              when idle: the sum of PSS (shared pages counted once)
 Extra keys give the raw RSS sum and back-to-back latency.  Targets on 2 cores:
@@ -56,6 +59,18 @@ def descendants(pid: int) -> list[int]:
         out.append(p)
         stack.extend(children.get(p, []))
     return out
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of ``pid`` and its live descendants, with the children they reaped (each counted once)."""
+    ticks = 0
+    for p in descendants(pid):
+        try:
+            fields = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def memory_kb(pids: list[int]) -> tuple[int, int]:
@@ -118,9 +133,12 @@ async def main() -> None:
             b2b.append((time.perf_counter() - t) * 1000)
 
         await asyncio.sleep(0.5)
+        cpu = tree_cpu_s(r._proc.pid)
         t = time.perf_counter()
         results = await asyncio.gather(*[r.run(TRIVIAL) for _ in range(args.jobs)])
         jobs_per_s = args.jobs / (time.perf_counter() - t)
+        await asyncio.sleep(0.5)  # the last jobs' processes reaped, the pool's sandboxes prepared again
+        cpu_ms_per_job = (tree_cpu_s(r._proc.pid) - cpu) * 1000 / args.jobs
         assert all(x.status == "ok" for x in results)
 
         await asyncio.sleep(2.0)  # idle: prepared sandboxes waiting
@@ -134,6 +152,7 @@ async def main() -> None:
         "cold_p50_ms": round(statistics.median(cold), 1),
         "speedup": round(statistics.median(cold) / warm_p50, 1),
         "jobs_per_s": round(jobs_per_s, 1),
+        "cpu_ms_per_job": round(cpu_ms_per_job, 2),
         "idle_rss_mb": round(pss / 1024, 1),
         "idle_rss_sum_mb": round(rss / 1024, 1),
         "warm_back_to_back_p50_ms": round(statistics.median(b2b), 2),

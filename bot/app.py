@@ -8,31 +8,35 @@ import datetime as dt
 import functools
 import logging
 import signal
-from collections.abc import AsyncIterator, Callable
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from telegram import BotCommand, Update
 from telegram.error import InvalidToken, NetworkError, TelegramError
-from telegram.ext import Application, ApplicationBuilder, BaseHandler, ContextTypes
+from telegram.ext import ApplicationBuilder, BaseHandler, ContextTypes
 
-from bot import control
+from bot import control, events
 from bot.commands import COMMANDS
 from bot.config import Config
-from bot.content.live import Library, Reloaded
+from bot.content.live import Edition, Library, Reloaded
 from bot.content.watch import Watcher
 from bot.context import BotData, CourseContext, Services, SnippetRunner, update_scope
-from bot.errors import ConfigError
-from bot.handlers import course, fallback, language, lessons, practice, progress, quiz, settings
+from bot.errors import ConfigError, StorageError
+from bot.handlers import course, drills, fallback, language, lessons, practice, progress, quiz, settings
 from bot.i18n import DEFAULT_LANGUAGE, I18n, _, telegram_code
+from bot.metrics import MeasuredRequest, Metrics
+from bot.monitoring import Check, MonitoringServer
 from bot.ratelimit import CourseRateLimiter
 from bot.refresh import refresh_readers
-from bot.storage.db import Database
-from bot.updates import PerLearnerOrder, deduplication
-from runner.client import RunnerClient
+from bot.storage.db import Database, ensure_writable
+from bot.updates import Inbox, InboxApplication, PerLearnerOrder, Polling
+from runner.client import RunnerClient, RunnerError
 
 # Application[bot, context, user_data, chat_data, bot_data, job_queue], as build_application makes it.
-CourseApplication = Application[Any, CourseContext, Any, Any, BotData, Any]
+CourseApplication = InboxApplication
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +45,14 @@ LONG_POLL_SECONDS = 10
 
 
 def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
-    """Return every handler but deduplication, in the order they are tried."""
+    """Return every handler, in the order they are tried."""
     # Order matters: groups get their pointer before any course handler, and the catch-alls in fallback come last.
     return [
         *fallback.group_handlers(),
         *course.handlers(),
         *lessons.handlers(),
         *quiz.handlers(),
+        *drills.handlers(),
         *progress.handlers(),
         *settings.handlers(),
         *language.handlers(),
@@ -57,30 +62,69 @@ def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
 
 
 def build_application(config: Config, services: Services) -> CourseApplication:
-    """Return the PTB application with every handler registered."""
-    app: CourseApplication = (
+    """Return the PTB application with every handler registered, taking its updates from an inbox."""
+    # Updates reach the application through the inbox (see serve_updates), never through PTB's Updater.
+    inbox = Inbox(services.db)
+    app = (
         ApplicationBuilder()
+        .application_class(InboxApplication, {"inbox": inbox})
+        .updater(None)
         .token(config.token)
         .base_url(config.bot_base_url)
         .base_file_url(config.api_base_url.rstrip("/") + "/file/bot")
-        .rate_limiter(CourseRateLimiter(overall_max_rate=config.messages_per_second, max_retries=config.max_retries))
-        .concurrent_updates(PerLearnerOrder(config.concurrent_updates, functools.partial(update_scope, services)))
+        .rate_limiter(
+            CourseRateLimiter(
+                services.metrics, overall_max_rate=config.messages_per_second, max_retries=config.max_retries
+            )
+        )
+        .concurrent_updates(
+            PerLearnerOrder(config.concurrent_updates, functools.partial(update_scope, services), inbox)
+        )
         .context_types(ContextTypes(context=CourseContext, bot_data=BotData))
-        # Long polling holds one connection open; the others serve replies.
-        .connection_pool_size(64)
-        .get_updates_read_timeout(LONG_POLL_SECONDS + 5)
+        # Long polling holds one connection open; the others serve replies. Both count their calls.
+        .request(MeasuredRequest(services.metrics, connection_pool_size=64))
+        .get_updates_request(
+            MeasuredRequest(services.metrics, connection_pool_size=1, read_timeout=LONG_POLL_SECONDS + 5)
+        )
         .build()
     )
+    if not isinstance(app, InboxApplication):
+        raise TypeError(f"PTB built a {type(app).__name__}, not the application class it was given")
     app.bot_data.services = services
-    # Order matters: redeliveries stop before anything else sees them.
-    app.add_handler(deduplication(), group=-1)
-    app.add_handlers(handlers())
+    app.add_handlers([timed(handler, services.metrics) for handler in handlers()])
     app.add_error_handler(_on_error)
     return app
 
 
+def timed(
+    handler: BaseHandler[Update, CourseContext, None], metrics: Metrics
+) -> BaseHandler[Update, CourseContext, None]:
+    """Make ``handler`` measure its callback: a latency per handler for /metrics and a log line per update."""
+    callback = handler.callback
+    name = getattr(callback, "__name__", type(handler).__name__)
+
+    async def measured(update: Update, context: CourseContext) -> Any:
+        started = time.perf_counter()
+        try:
+            return await callback(update, context)
+        finally:
+            seconds = time.perf_counter() - started
+            metrics.handler_seconds.labels(name).observe(seconds)
+            log.info(
+                "update %s handled by %s in %.1f ms",
+                update.update_id,
+                name,
+                seconds * 1000,
+                extra={"handler": name, "latency_ms": round(seconds * 1000, 3)},
+            )
+
+    handler.callback = measured
+    return handler
+
+
 async def _on_error(update: object, context: CourseContext) -> None:
     # Logged once with enough context to find the learner's update, then the learner hears of it.
+    context.services.metrics.errors.inc()
     user = update.effective_user if isinstance(update, Update) else None
     log.error(
         "update %s from user %s failed",
@@ -95,7 +139,13 @@ async def _on_error(update: object, context: CourseContext) -> None:
     if chat_id is None:
         return
     # Said in the update's language: the error handler runs inside the update's scope (bot.context.update_scope).
-    text = _("Sorry, something went wrong on my side. Your progress is saved; please try again.")
+    # Progress is saved unless it was saving that failed: never promise what did not happen.
+    if isinstance(context.error, (sqlite3.Error, StorageError)):
+        text = _(
+            "Sorry, something went wrong on my side, and your last step could not be saved. Please try again later."
+        )
+    else:
+        text = _("Sorry, something went wrong on my side. Your progress is saved; please try again.")
     try:
         if update.callback_query:
             await update.callback_query.answer(text, show_alert=False)
@@ -126,7 +176,11 @@ class CourseBot:
         self.library = Library(config.lessons_dir, config.locales_dir)  # invalid lessons raise ContentError here
         self.db: Database | None = None
         self.app: CourseApplication | None = None
+        self._purge: asyncio.Task[None] | None = None
+        self.monitoring: MonitoringServer | None = None
+        self.polling: Polling | None = None
         self._watcher: asyncio.Task[None] | None = None
+        self.library.prepare = self._adopt
 
     async def reload(self) -> Reloaded:
         """Read the lessons and catalogs again: in use from the next update if valid, refused if not."""
@@ -140,7 +194,14 @@ class CourseBot:
                 log.warning("after the reload, the command menu or a slide could not be updated: %s", exc)
         return outcome
 
+    async def _adopt(self, edition: Edition) -> None:
+        # Before an edition is put in use: places on slides it no longer has move on (see Database.adopt_course).
+        if self.db is not None:
+            await self.db.adopt_course(edition.content.english)
+
     async def __aenter__(self) -> CourseBot:
+        # Before the runner's slow start: a database this process cannot write refuses the start at once.
+        ensure_writable(self.config.db_path)
         self._stack = contextlib.AsyncExitStack()
         await self._stack.__aenter__()
         try:
@@ -154,29 +215,36 @@ class CourseBot:
             await self._stack.aclose()
             raise
         self._stack.push_async_callback(_close_control, server, self.config.control_path)
-        self.db = await Database.open(self.config.db_path)
+        self.db = await Database.open(self.config.db_path, events_days=self.config.events_days)
         try:
+            # Before any learner is served: places on slides the lessons no longer have move on.
+            await self._adopt(self.library.current)
             services = Services(self.config, self.library, self.db, runner)
             self.app = build_application(self.config, services)
             await self.app.initialize()
             try:
-                await register_commands(self.app, self.library.current.i18n)
+                try:
+                    await register_commands(self.app, self.library.current.i18n)
+                except TelegramError as exc:
+                    # The menu published at an earlier start stays; learners need not wait for this one.
+                    log.warning("the command menu could not be published: %s", exc)
+                if self.config.monitoring is not None:
+                    host, port = self.config.monitoring
+                    self.monitoring = await self._stack.enter_async_context(
+                        MonitoringServer(host, port, services.metrics, health_checks(services), _runner_load(services))
+                    )
                 await self.app.start()
-                if self.app.updater is None:
-                    raise RuntimeError("the application was built without an updater")
-                await self.app.updater.start_polling(
-                    timeout=LONG_POLL_SECONDS,
-                    allowed_updates=ALLOWED_UPDATES,
-                    drop_pending_updates=False,
-                    error_callback=_polling_error,
-                )
+                self.polling = await serve_updates(self.app)
             except BaseException:
+                if self.app.running:
+                    await self.app.stop()
                 await self.app.shutdown()
                 raise
         except BaseException:
             await self.db.close()
             await self._stack.aclose()
             raise
+        self._purge = asyncio.create_task(events.purge_daily(self.db), name="learning events purge")
         if self.config.watch:
             watcher = Watcher([self.config.lessons_dir, self.config.locales_dir], self.reload)
             self._watcher = asyncio.create_task(watcher.run(), name="content watcher")
@@ -187,20 +255,57 @@ class CourseBot:
         app, db = self.app, self.db
         if app is None or db is None:
             return
-        if self._watcher is not None:
-            self._watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watcher
+        for task in (self._purge, self._watcher):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         try:
-            if app.updater is not None and app.updater.running:
-                await app.updater.stop()
+            if self.polling is not None:
+                await self.polling.stop()
             if app.running:
-                await app.stop()
+                await app.stop()  # waits for the updates under way and the tasks they started
+            await app.inbox.flush()
             await app.shutdown()
         finally:
             await db.close()
             await self._stack.aclose()
         log.info("coursebot stopped; the database is closed")
+
+
+# The bot long-polls every LONG_POLL_SECONDS: an API silent for much longer is unreachable, not idle.
+API_SILENCE_S = 6 * LONG_POLL_SECONDS
+
+
+def health_checks(services: Services) -> dict[str, Check]:
+    """What /healthz asks: the database takes a write, the runner (if any) answers, the Bot API answered lately."""
+
+    async def database() -> str | None:
+        await services.db.check_writable()
+        return None
+
+    async def runner() -> str | None:
+        assert services.runner is not None
+        return None if await services.runner.ping() else "the runner did not answer its ping"
+
+    async def telegram() -> str | None:
+        silent = services.metrics.seconds_since_api_answered()
+        if silent is None:
+            return "the Bot API has not answered yet"
+        return f"no answer from the Bot API for {silent:.0f} s" if silent > API_SILENCE_S else None
+
+    checks: dict[str, Check] = {"database": database, "telegram": telegram}
+    if services.runner is not None:
+        checks["runner"] = runner
+    return checks
+
+
+def _runner_load(services: Services) -> Callable[[], Awaitable[None]]:
+    async def refresh() -> None:
+        if services.runner is not None:
+            services.metrics.runner_load(await services.runner.request({"op": "info"}, 5.0))
+
+    return refresh
 
 
 @contextlib.asynccontextmanager
@@ -213,12 +318,27 @@ async def connect_runner(config: Config) -> AsyncIterator[SnippetRunner | None]:
         async with RunnerClient.embedded(config.runner_config) as client:
             yield client
     else:
-        async with RunnerClient.connect(config.runner) as client:
+        # A tcp:// runner wants its token (RUNNER_TOKEN, read with the runner's other settings).
+        async with RunnerClient.connect(config.runner, token=config.runner_config.token) as client:
             yield client
 
 
-def _polling_error(error: TelegramError) -> None:
-    # PTB retries polling by itself; one line per failure, without the traceback noise.
+async def serve_updates(app: CourseApplication) -> Polling:
+    """Hand the application what a crash left unhandled, then poll for updates, each on disk before it is confirmed."""
+    polling = Polling(
+        app.bot,
+        app.inbox,
+        app.update_queue,
+        timeout=LONG_POLL_SECONDS,
+        allowed_updates=ALLOWED_UPDATES,
+        on_error=_polling_error,
+    )
+    await polling.start()
+    return polling
+
+
+def _polling_error(error: Exception) -> None:
+    # Polling goes on by itself; one line per failure, without the traceback noise.
     log.warning("polling failed, retrying: %s", error)
 
 
@@ -274,4 +394,6 @@ def describe_startup_failure(config: Config, error: Exception) -> str | None:
         )
     if isinstance(error, ConfigError):
         return str(error)
+    if isinstance(error, RunnerError):
+        return f"the runner cannot start, so learners' code cannot run: {error}"
     return None

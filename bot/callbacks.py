@@ -76,10 +76,14 @@ class CallbackData:
 
 @dataclass(frozen=True)
 class ShowSlide(CallbackData, prefix="s"):
-    """Show slide ``slide`` (0-based) of a lesson."""
+    """Show the slide with id ``slide`` of a lesson.
+
+    An id, never a position: a button on an old message still names the same slide after the lesson
+    was edited. (Buttons made before ids, "s:lesson:3", name no slide and show the learner's place.)
+    """
 
     lesson: str
-    slide: int
+    slide: str
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,13 @@ class ShowMenu(CallbackData, prefix="m"):
 @dataclass(frozen=True)
 class StartQuiz(CallbackData, prefix="q"):
     """Start a lesson's Quick Check."""
+
+    lesson: str
+
+
+@dataclass(frozen=True)
+class ResendPoll(CallbackData, prefix="a"):
+    """Send the awaited poll of the lesson's Quick Check round again."""
 
     lesson: str
 
@@ -176,3 +187,32 @@ class ChooseLanguage(CallbackData, prefix="g"):
             if self._field(language) == self.language:
                 return language
         raise CallbackDataError(f"no shipped language {self.language!r}")
+
+
+@dataclass(frozen=True)
+class StartDrills(CallbackData, prefix="dl"):
+    """Open a lesson's drills in a new message, at the first one not solved yet."""
+
+    lesson: str
+
+
+@dataclass(frozen=True)
+class ShowDrill(CallbackData, prefix="dv"):
+    """Show one drill of a lesson in the tapped message."""
+
+    lesson: str
+    drill: str
+
+
+@dataclass(frozen=True)
+class DrillTap(CallbackData, prefix="dm"):
+    """A move on the drill shown: ``move`` is a bot.drills.Move value, ``arg`` the piece or choice it names.
+
+    ``turn`` is the attempt's turn the screen was drawn at: a tap from an older screen is stale.
+    """
+
+    lesson: str
+    drill: str
+    move: str
+    arg: int
+    turn: int

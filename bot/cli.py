@@ -33,7 +33,7 @@ def _web(args: argparse.Namespace) -> int:
 def _serve(config: Config, *, web: bool) -> int:
     from bot import app, logs
 
-    logs.configure(config.log_level, config.token)
+    logs.configure(config.log_level, config.token, json_lines=config.log_format == "json")
     try:
         if web:
             from bot.webchat import local
@@ -71,6 +71,29 @@ def _reload(args: argparse.Namespace) -> int:
     return 0
 
 
+def _health(args: argparse.Namespace) -> int:
+    """Ask the running bot's /healthz (COURSEBOT_MONITORING); exit 0 when healthy. Docker's HEALTHCHECK runs it."""
+    import urllib.error
+    import urllib.request
+
+    config = Config.from_env()
+    if config.monitoring is None:
+        print("coursebot: COURSEBOT_MONITORING is off, so there is no /healthz to ask", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    host, port = config.monitoring
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/healthz"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            print(response.read().decode().strip())
+            return 0
+    except urllib.error.HTTPError as exc:
+        print(exc.read().decode().strip())
+    except OSError as exc:
+        print(f"coursebot: no answer from {url}: {exc}", file=sys.stderr)
+    return EXIT_FAILURE
+
+
 def _lint(args: argparse.Namespace) -> int:
     from bot.content import coverage, phone_width
     from bot.content.load import lint
@@ -101,7 +124,8 @@ def _lint(args: argparse.Namespace) -> int:
         if problems:
             print(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} found in the runner", file=sys.stderr)
             return EXIT_BAD_INPUT
-    print(f"ok: {len(lessons)} lessons, {slides} slides, {questions} questions")
+    drills = sum(len(lesson.drills) for lesson in lessons)
+    print(f"ok: {len(lessons)} lessons, {slides} slides, {questions} questions, {drills} drills")
     languages = sorted((set(content.translations) | set(i18n.languages)) - {DEFAULT_LANGUAGE})
     reports = [
         coverage.coverage(content, language, config.locales_dir / language / "LC_MESSAGES" / "messages.po")
@@ -271,6 +295,9 @@ def parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "reload", help="make the running bot reload its lessons and catalogs; prints file:line: message if refused"
     ).set_defaults(func=_reload)
+    commands.add_parser(
+        "health", help="ask the running bot's /healthz (COURSEBOT_MONITORING); exit 0 when healthy"
+    ).set_defaults(func=_health)
     lint = commands.add_parser("lint", help="check lesson files; prints file:line: message per problem")
     lint.add_argument("dir", nargs="?", default="lessons", help="the lessons folder (default: lessons)")
     lint.add_argument(

@@ -15,6 +15,7 @@ from runner.client import RunnerConfig, RunnerConfigError, parse_address
 N = TypeVar("N", int, float)
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOG_FORMATS = ("text", "json")
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,13 @@ class Config:
     # Updates processed at once; updates of one learner are always handled in order.
     concurrent_updates: int = 256
     log_level: str = "INFO"
+    # Days learning events are kept for `coursebot stats`; 0 records none. Purged at start and daily.
+    events_days: int = 365
+    # "text" lines for people, or "json": one object per line with the update's id, handler and latency.
+    log_format: str = "text"
+    # Where GET /healthz and GET /metrics are served, as (host, port); None: not served. The image serves
+    # them on 0.0.0.0:9464 and its HEALTHCHECK asks /healthz.
+    monitoring: tuple[str, int] | None = None
     # "embedded" starts the runner beside the bot; "off" disables running code; else the address of a
     # runner elsewhere, as runner.client.parse_address reads it: unix:///path/to/socket or tcp://host:port.
     runner: str = "embedded"
@@ -92,7 +100,10 @@ class Config:
         _set(values, "messages_per_second", _number(env, "COURSEBOT_MESSAGES_PER_SECOND", float, 0.1))
         _set(values, "max_retries", _number(env, "COURSEBOT_MAX_RETRIES", int, 0))
         _set(values, "concurrent_updates", _number(env, "COURSEBOT_CONCURRENT_UPDATES", int, 1))
+        _set(values, "events_days", _number(env, "COURSEBOT_EVENTS_DAYS", int, 0))
         _set(values, "log_level", _log_level(env))
+        _set(values, "log_format", _choice(env, "COURSEBOT_LOG_FORMAT", LOG_FORMATS))
+        _set(values, "monitoring", _monitoring(env))
         _set(values, "runner", _runner(env))
         _set(values, "web_host", _text(env, "COURSEBOT_WEB_HOST"))
         port = _number(env, "COURSEBOT_WEB_PORT", int, 0)
@@ -149,6 +160,25 @@ def _log_level(env: Mapping[str, str]) -> str | None:
     if level.upper() not in LOG_LEVELS:
         raise ConfigError(f"COURSEBOT_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, got {level.upper()!r}.")
     return level.upper()
+
+
+def _choice(env: Mapping[str, str], name: str, options: tuple[str, ...]) -> str | None:
+    value = _text(env, name)
+    if value is None:
+        return None
+    if value.lower() not in options:
+        raise ConfigError(f"{name} must be {' or '.join(options)}, got {value!r}.")
+    return value.lower()
+
+
+def _monitoring(env: Mapping[str, str]) -> tuple[str, int] | None:
+    value = _text(env, "COURSEBOT_MONITORING")
+    if value is None or value == "off":
+        return None
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"COURSEBOT_MONITORING must be HOST:PORT (e.g. 127.0.0.1:9464) or off, got {value!r}.")
+    return host.strip("[]"), int(port)
 
 
 def _runner(env: Mapping[str, str]) -> str | None:

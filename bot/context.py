@@ -13,11 +13,13 @@ from typing import Any, Protocol
 from telegram import Update
 from telegram.ext import Application, CallbackContext, ExtBot
 
+from bot import logs
 from bot.config import Config
 from bot.content.live import Library
 from bot.content.model import Content, Course
 from bot.i18n import I18n, current_language
 from bot.learner import Learner
+from bot.metrics import Metrics
 from bot.storage.db import Database
 from runner.client import ExerciseChecks, RunResult
 
@@ -31,6 +33,10 @@ class SnippetRunner(Protocol):
 
     async def run(self, code: str, *, checks: ExerciseChecks | None = None) -> RunResult: ...
 
+    async def ping(self) -> bool: ...
+
+    async def request(self, msg: dict[str, Any], timeout: float | None = ...) -> Any: ...
+
 
 @dataclass(frozen=True)
 class Services:
@@ -42,6 +48,8 @@ class Services:
     runner: SnippetRunner | None = None
     # Learners whose code is running now: a second send is told to wait, not queued.
     running: set[int] = field(default_factory=set)
+    # What the bot counts for /metrics (bot.metrics).
+    metrics: Metrics = field(default_factory=Metrics)
 
     @property
     def content(self) -> Content:
@@ -96,11 +104,23 @@ async def _learner_scope(services: Services, update: object) -> AsyncIterator[No
         (user.language_code if user else None) or (found.telegram_language if found else None),
     )
     token = _stored_learner.set(found)
+    update_id = logs.UPDATE_ID.set(update.update_id if isinstance(update, Update) else None)
+    if isinstance(update, Update):
+        services.metrics.updates.labels(update_kind(update)).inc()
     try:
         with services.i18n.use(language):
             yield
     finally:
+        logs.UPDATE_ID.reset(update_id)
         _stored_learner.reset(token)
+
+
+def update_kind(update: Update) -> str:
+    """The kind of an update as Telegram names its field: message, callback_query, poll_answer, ..."""
+    for kind in ("message", "edited_message", "callback_query", "poll_answer", "my_chat_member"):
+        if getattr(update, kind, None) is not None:
+            return kind
+    return "other"
 
 
 class CourseContext(CallbackContext[ExtBot[None], dict[Any, Any], dict[Any, Any], BotData]):

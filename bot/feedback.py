@@ -1,24 +1,30 @@
 """Runs turned into feedback, without Telegram: code found in a message, an exercise's checks for the runner,
-and what a run printed, why it ended and which checks failed, in the learner's words."""
+and what a run printed, why it ended, which checks failed and the likely mistake, in the learner's words."""
 
 from __future__ import annotations
 
 import re
 
-from bot import lessontext
-from bot.content.model import Exercise
+from bot import mistakes, render
+from bot.content.model import Course, Exercise, ExerciseCheck, Lesson
 from bot.i18n import _, number
-from bot.safehtml import Html, escape, italic, pre
+from bot.safehtml import Html, italic, pre
 from runner.client import Check, ExerciseChecks, Limits, RunResult
 
-# Telegram allows 4096 characters; output gets what the frame around it leaves.
+# Telegram allows 4096 characters; output gets what the frame around it leaves (at most this).
 OUTPUT_MAX = 3000
 _FENCE = re.compile(r"```(?:python|py)?[ \t]*\n?(.*?)```", re.DOTALL | re.IGNORECASE)
 
 
 def runner_checks(exercise: Exercise) -> ExerciseChecks:
-    """Return the exercise's checks as the runner takes them; expected values stay outside the sandbox."""
-    return ExerciseChecks(tuple(Check(id=c.id, expr=c.expr, kind=c.kind, expect=c.expect) for c in exercise.checks))
+    """Return the exercise's checks as the runner takes them; expected values stay outside the sandbox.
+
+    A check without ``expect`` is compared with what the exercise's solution gives on the same random inputs,
+    run by the runner in a clean job of its own.
+    """
+    checks = tuple(Check(id=c.id, expr=c.expr, kind=c.kind, expect=c.expect) for c in exercise.checks)
+    needs_solution = any(c.from_solution for c in exercise.checks)
+    return ExerciseChecks(checks, reference=exercise.solution if needs_solution else None)
 
 
 def fenced_code(text: str) -> str | None:
@@ -32,14 +38,14 @@ def shown_value(value: str) -> str:
     return {"null": "None", "true": "True", "false": "False"}.get(value, value)
 
 
-def output_block(result: RunResult) -> Html:
-    """Render what the learner's code printed, as a code block, cut to fit a message."""
+def output_block(result: RunResult, room: int = OUTPUT_MAX) -> Html:
+    """Render what the learner's code printed, as a code block, cut to ``room`` characters."""
     text = result.stdout
     if result.stderr:
         text += ("\n" if text and not text.endswith("\n") else "") + result.stderr
     text = text.rstrip("\n")
-    cut = len(text) > OUTPUT_MAX or result.truncated
-    parts = [pre(text[:OUTPUT_MAX]) if text else italic(_("(no output)"))]
+    cut = len(text) > room or result.truncated
+    parts = [pre(text[:room])] if text[:room] else ([] if text else [italic(_("(no output)"))])
     if cut:
         parts.append(italic(_("The output was long, so it is cut here.")))
     return Html("\n".join(parts))
@@ -64,6 +70,37 @@ def status_line(result: RunResult, limits: Limits) -> str | None:
     return None
 
 
+def _no_report(reason: object) -> str:
+    """One line for a run whose results the checks could not read (runner.grading.NO_REPORT_REASONS)."""
+    if reason == "too_large":
+        return _("Your code's results were too large to check. Keep the variables the checks read small.")
+    if reason == "threads":
+        return _(
+            "Your code left a thread running, so the checks could not read its results. "
+            "Let every thread finish before the end."
+        )
+    if reason == "hooks":
+        return _("Your code left a trace or profile hook set, so the checks could not read its results. Remove it.")
+    if reason in ("malformed", "nonce"):
+        return _(
+            "The checks could not read your code's results: something in it wrote to or read from "
+            "a file descriptor it did not open."
+        )
+    return _("The checks found no results: let your code run to its end, without `sys.exit()` or `os._exit()`.")
+
+
+def _shown(value: object) -> str:
+    """A value the runner rendered, as inline code (as it is, when it holds a backtick itself)."""
+    text = shown_value(str(value))
+    return f"`{text}`" if "`" not in text else text
+
+
+def _failed(check: ExerciseCheck, params: dict[str, object]) -> str:
+    """The check's own message, with what the learner's code gave and what it should have."""
+    text = check.fail.replace("{got}", _shown(params.get("got", "?")))
+    return text.replace("{expected}", _shown(params.get("expected", "?")))
+
+
 def check_feedback(exercise: Exercise, result: RunResult) -> list[str]:
     """Return one message (lesson markup) per failed check: the exercise's own where the runner reports a mismatch."""
     by_id = {c.id: c for c in exercise.checks}
@@ -73,29 +110,59 @@ def check_feedback(exercise: Exercise, result: RunResult) -> list[str]:
             continue
         check = by_id.get(outcome.id)
         key = outcome.message_key
-        if key in ("checks.not_run", "checks.no_report"):
+        if key == "checks.not_run":
             return [_("The checks could not run: your code has to run to the end without an error first.")]
+        if key == "checks.no_report":
+            return [_no_report(outcome.params.get("reason"))]
         if key == "checks.error":
             lines.append(
                 _(
                     "`{expr}` could not be read after your code ran ({error}). "
                     "Keep the variable names of the starter code."
-                ).format(expr=outcome.params.get("expr", ""), error=outcome.params.get("error", ""))
+                ).format(expr=outcome.params.get("expr", ""), error=str(outcome.params.get("error", ""))[:60])
             )
         elif check is not None:
-            got = shown_value(str(outcome.params.get("got", "?")))
-            lines.append(check.fail.replace("{got}", f"`{got}`" if "`" not in got else got))
+            lines.append(_failed(check, dict(outcome.params)))
     return lines
 
 
-def feedback_lines(lines: list[str]) -> Html:
-    """Render feedback lines, each in lesson markup, as HTML bullets."""
-    return Html("\n".join("✗ " + _line_html(line) for line in lines))
+def likely_mistakes(exercise: Exercise, result: RunResult) -> list[str]:
+    """Return what the run shows of a likely autograd mistake (lesson markup), from its failed checks and error."""
+    exprs = {c.id: c.expr for c in exercise.checks}
+    evidence = [
+        mistakes.Evidence.of_check(exprs[o.id], o.params)
+        for o in result.checks
+        if not o.passed and o.message_key == "checks.mismatch" and o.id in exprs
+    ]
+    if result.status == "error":
+        evidence.append(mistakes.Evidence(stderr=result.stderr))
+    return mistakes.likely(evidence)
 
 
-def _line_html(line: str) -> Html:
-    # A value from the learner's code may itself hold a backtick; then show the line literally.
-    try:
-        return lessontext.to_html(line)
-    except lessontext.MarkupError:
-        return escape(line)
+def verdict_screen(
+    course: Course,
+    lesson: Lesson,
+    result: RunResult,
+    lines: list[str],
+    likely: list[str],
+    *,
+    hints_shown: int,
+    output_room: int = OUTPUT_MAX,
+) -> render.Screen:
+    """Render a graded run: its output (at most ``output_room`` characters), then the pass or what failed."""
+    return render.practice_verdict(
+        course,
+        lesson,
+        output_block(result, output_room),
+        render.feedback_lines(lines, likely),
+        passed=result.passed,
+        hints_shown=hints_shown,
+    )
+
+
+def run_event(result: RunResult) -> tuple[str, str | None]:
+    """The verdict and first failing check of a graded run, as a learning event records them ("run")."""
+    if result.passed:
+        return "passed", None
+    failed = next((o.id for o in result.checks if not o.passed), None)
+    return ("failed" if result.status == "ok" else result.status), failed

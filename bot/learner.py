@@ -1,11 +1,15 @@
 """What the bot keeps about a learner: who they are and where they are, their place in each lesson,
-the quiz polls sent to them and their answers. Plain records; storage/db.py reads and writes them."""
+the quiz polls sent to them and their answers. Plain records; storage/db.py reads and writes them.
+
+Places are kept by id (a slide id, a question id, an option id), never by position, so an edit of the
+lesson files moves nobody: bot.navigation finds each id in the lessons as they are now.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from enum import Enum
+from enum import Enum, StrEnum
 
 
 class ReaderView(Enum):
@@ -33,6 +37,7 @@ class Learner:
     quiz_poll_id: str | None  # the poll awaiting an answer
     practice_lesson_id: str | None = None  # the exercise messages answer
     hints_shown: int = 0
+    quiz_seed: int = 0  # the round's shuffle: the order of each question's options (bot.shuffle)
 
 
 @dataclass(frozen=True)
@@ -40,8 +45,8 @@ class LessonProgress:
     """A learner's place in one lesson."""
 
     lesson_id: str
-    slide: int = 0
-    furthest_slide: int = 0
+    slide_id: str | None = None  # the slide on screen
+    furthest_slide_id: str | None = None  # the furthest slide reached
     slides_read: bool = False
     completed: bool = False
     started: bool = False
@@ -59,6 +64,7 @@ class SentPoll:
     user_id: int
     lesson_id: str
     question_id: str
+    options: tuple[str, ...] = ()  # the option ids in the order the poll showed them
 
 
 @dataclass(frozen=True)
@@ -67,5 +73,19 @@ class Answer:
 
     lesson_id: str
     question_id: str
-    option_index: int
+    option_id: str | None  # the option chosen, by id (None: an answer from before ids, to a question since removed)
     correct: bool
+
+
+class EventKind(StrEnum):
+    """What one learning event records (a row of events, migration 4), and what its fields hold."""
+
+    SLIDE = "slide"  # a slide shown: item_id is its id, seconds the time on the learner's previous slide
+    BACK = "back"  # Back tapped: item_id is the slide the learner went back from
+    ANSWER = "answer"  # a Quick Check answer: item_id the question, option_id the option, verdict right|wrong
+    RETAKE = "retake"  # a round of the questions missed begins
+    RUN = "run"  # a graded practice run: item_id the exercise, verdict passed|failed|error|timeout..., failed_check
+    HINT = "hint"  # a hint shown: item_id is its number, from 1
+    LEAVE = "leave"  # the practice left
+    DONE = "done"  # the lesson completed
+    DRILL = "drill"  # a drill answered: item_id the drill, verdict right|wrong

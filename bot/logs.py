@@ -1,8 +1,11 @@
-"""Logging set up once, with the bot token scrubbed from every record."""
+"""Logging set up once, with the bot token scrubbed from every record; plain text or JSON lines."""
 
 from __future__ import annotations
 
+import json
 import logging
+from contextvars import ContextVar
+from datetime import UTC, datetime
 
 REDACTED = "<token>"
 
@@ -29,10 +32,42 @@ class RedactSecrets(logging.Filter):
         return True
 
 
-def configure(level: str, token: str) -> None:
-    """Log to stderr at ``level``, never showing ``token``."""
+# The update being handled, set for the length of its handling (bot.updates): every line logged
+# meanwhile, by us or a library, carries its id in JSON logs.
+UPDATE_ID: ContextVar[int | None] = ContextVar("update_id", default=None)
+# Fields a record may carry (logging's ``extra``) that JSON lines include.
+FIELDS = ("handler", "latency_ms", "kind", "user_id")
+
+
+class JsonLines(logging.Formatter):
+    """One JSON object per record: time (UTC), level, logger, message, the update's id and FIELDS when known."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, object] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            # After RedactSecrets: the message and the traceback are already scrubbed.
+            "message": record.getMessage(),
+        }
+        update_id = getattr(record, "update_id", None) or UPDATE_ID.get()
+        if update_id is not None:
+            line["update_id"] = update_id
+        for name in FIELDS:
+            value = getattr(record, name, None)
+            if value is not None:
+                line[name] = value
+        if record.exc_text:
+            line["exception"] = record.exc_text
+        return json.dumps(line, ensure_ascii=False, default=str)
+
+
+def configure(level: str, token: str, json_lines: bool = False) -> None:
+    """Log to stderr at ``level`` as text (or JSON lines), never showing ``token``."""
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(
+        JsonLines() if json_lines else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    )
     handler.addFilter(RedactSecrets(token))
     root = logging.getLogger()
     root.handlers[:] = [handler]

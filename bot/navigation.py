@@ -1,4 +1,8 @@
-"""Where a learner is and where they may go: pure rules over the course and stored progress."""
+"""Where a learner is and where they may go: pure rules over the course and stored progress.
+
+Progress names slides by id; here each id is found in the lesson as it is now, so a slide inserted,
+moved or removed (see Database.adopt_course) never puts anyone on a slide they did not choose.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,25 @@ from bot.learner import NOT_STARTED, Answer, LessonProgress
 from bot.states import Stage, stage
 
 
+def slide_index(lesson: Lesson, progress: LessonProgress) -> int:
+    """Return the position in ``lesson`` of the slide the learner is on (0 before they start)."""
+    if not progress.started or progress.slide_id is None:
+        return 0
+    index = lesson.slide_index(progress.slide_id)
+    # Unknown only if the lessons changed without being adopted; the start of the lesson is a safe place.
+    return index if index is not None else 0
+
+
+def furthest_index(lesson: Lesson, progress: LessonProgress) -> int:
+    """Return the position in ``lesson`` of the furthest slide the learner reached (-1 before they start)."""
+    if not progress.started:
+        return -1
+    here = slide_index(lesson, progress)
+    furthest = lesson.slide_index(progress.furthest_slide_id) if progress.furthest_slide_id else None
+    # A slide moved in front of the learner's place counts as reached: they are past its position.
+    return max(here, furthest if furthest is not None else here)
+
+
 def can_show(lesson: Lesson, progress: LessonProgress, slide: int) -> bool:
     """Return whether a tap may show ``slide``: any slide seen so far, or the very next one.
 
@@ -16,13 +39,17 @@ def can_show(lesson: Lesson, progress: LessonProgress, slide: int) -> bool:
     """
     if not 0 <= slide <= lesson.last_slide:
         return False
-    furthest = progress.furthest_slide if progress.started else -1
-    return slide <= furthest + 1
+    return slide <= furthest_index(lesson, progress) + 1
+
+
+def reached_after(lesson: Lesson, progress: LessonProgress, slide: int) -> str:
+    """Return the id of the furthest slide reached once ``slide`` is shown."""
+    return lesson.slides[max(slide, furthest_index(lesson, progress))].id
 
 
 @dataclass(frozen=True)
 class Place:
-    """A point to resume at: a lesson and a slide in it."""
+    """A point to resume at: a lesson and a slide in it (its position in the lesson as served now)."""
 
     lesson: Lesson
     slide: int
@@ -35,7 +62,7 @@ def resume(course: Course, progress: dict[str, LessonProgress], current_lesson_i
     for lesson in candidates:
         p = progress.get(lesson.id, NOT_STARTED)
         if stage(p) is not Stage.DONE:
-            return Place(lesson, min(p.slide, lesson.last_slide) if p.started else 0)
+            return Place(lesson, slide_index(lesson, p))
     return None
 
 

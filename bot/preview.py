@@ -6,7 +6,9 @@ from pathlib import Path
 
 from bot import render
 from bot.content.load import load_valid
+from bot.content.model import ParsonsDrill
 from bot.content.telegram_limits import visible_length
+from bot.drills import FRESH, DrillProgress
 from bot.errors import ContentError, Problem
 from bot.i18n import I18n
 from bot.safehtml import visible_text
@@ -39,5 +41,16 @@ def preview(lessons_dir: Path, locales_dir: Path, lesson_ref: str, language: str
             notice = [visible_text(render.fallback_notice())] if question.fallback else []
             out += [rule, *notice, f"Poll {number}: {spec.question}", *options, f"  💡 {spec.explanation}"]
         result = render.quiz_result(course, lesson, len(lesson.quiz), 0)
-        out += [rule, visible_text(result.text), _buttons(result), rule]
+        out += [rule, visible_text(result.text), _buttons(result)]
+        for drill in lesson.drills:
+            # Each drill untouched, then solved the author's way (the right choice, the lines in order).
+            order = list(range(len(drill.pieces if isinstance(drill, ParsonsDrill) else drill.choices)))
+            placed = tuple(range(len(drill.lines))) if isinstance(drill, ParsonsDrill) else ()
+            for view in (
+                render.DrillView(FRESH, order),
+                render.DrillView(DrillProgress(placed=placed, turn=1, solved=True, done=True), order),
+            ):
+                screen = render.drill(course, lesson, drill, view)
+                out += [rule, visible_text(screen.text), _buttons(screen)]
+        out.append(rule)
     return "\n".join(line for line in out if line)

@@ -7,6 +7,8 @@ from typing import Any, TypeAlias
 
 from telegram.ext import AIORateLimiter
 
+from bot.metrics import Metrics
+
 # Edits and callback answers respond to the learner's own tap; Telegram's overall limit of
 # about 30 per second is for messages sent to many chats, so these skip the overall bucket.
 # What a Bot API call returns, as PTB's limiter passes it through (telegram._utils.types, private there).
@@ -16,7 +18,11 @@ _RESPONSES = frozenset({"editMessageText", "editMessageReplyMarkup", "answerCall
 
 
 class CourseRateLimiter(AIORateLimiter):
-    """PTB's AIORateLimiter, with responses to a tap kept out of the broadcast bucket."""
+    """PTB's AIORateLimiter, with responses to a tap kept out of the broadcast bucket, counting its retries."""
+
+    def __init__(self, metrics: Metrics, **options: Any) -> None:
+        super().__init__(**options)
+        self._metrics = metrics
 
     async def process_request(
         self,
@@ -31,4 +37,14 @@ class CourseRateLimiter(AIORateLimiter):
         if endpoint in _RESPONSES:
             # The limiter picks its buckets from chat_id alone; the request itself is unchanged.
             data = {key: value for key, value in data.items() if key != "chat_id"}
-        return await super().process_request(callback, args, kwargs, endpoint, data, rate_limit_args)
+        sent = 0
+
+        async def counted(*call_args: Any, **call_kwargs: Any) -> ApiResult:
+            # The limiter calls this again for each 429 it waits out: every call after the first is a retry.
+            nonlocal sent
+            if sent:
+                self._metrics.api_retries.inc()
+            sent += 1
+            return await callback(*call_args, **call_kwargs)
+
+        return await super().process_request(counted, args, kwargs, endpoint, data, rate_limit_args)

@@ -16,7 +16,8 @@ from telegram.error import TelegramError
 from bot import render
 from bot.content.live import Edition
 from bot.handlers.common import NO_PREVIEW
-from bot.learner import Learner
+from bot.learner import Learner, LessonProgress
+from bot.states import Stage, stage
 from bot.storage.db import Database
 
 log = logging.getLogger(__name__)
@@ -27,8 +28,8 @@ RECENT = dt.timedelta(minutes=30)
 async def refresh_readers(bot: Bot, db: Database, before: Edition, after: Edition, now: dt.datetime) -> int:
     """Edit each recent reader's slide message whose screen differs in `after`; return how many were edited."""
     edited = 0
-    for learner, index in await db.slide_readers(now - RECENT):
-        old, new = _screen(before, learner, index), _screen(after, learner, index)
+    for learner, progress in await db.slide_readers(now - RECENT):
+        old, new = _screen(before, learner, progress), _screen(after, learner, progress)
         if new is None or old == new or learner.reader_message_id is None:
             continue
         try:
@@ -48,12 +49,13 @@ async def refresh_readers(bot: Bot, db: Database, before: Edition, after: Editio
     return edited
 
 
-def _screen(edition: Edition, learner: Learner, index: int) -> render.Screen | None:
-    """The slide the learner is on, as `edition` renders it in their language (None: the lesson is gone)."""
+def _screen(edition: Edition, learner: Learner, progress: LessonProgress) -> render.Screen | None:
+    """The slide the learner is on, as `edition` renders it in their language (None: the lesson or slide is gone)."""
     language = edition.i18n.choose(learner.language, learner.telegram_language)
     with edition.i18n.use(language):
         course = edition.content.course(language)
         lesson = course.lesson(learner.lesson_id) if learner.lesson_id else None
-        if lesson is None:
+        index = lesson.slide_index(progress.slide_id) if lesson is not None and progress.slide_id else None
+        if lesson is None or index is None:
             return None
-        return render.slide(course, lesson, min(index, lesson.last_slide))
+        return render.slide(course, lesson, index, done=stage(progress) is Stage.DONE)

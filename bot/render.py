@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup
@@ -13,21 +13,26 @@ from bot.callbacks import (
     ChooseLanguage,
     ConfirmReset,
     Continue,
+    DrillTap,
     LeavePractice,
     OpenLesson,
+    ResendPoll,
     RetakeMissed,
+    ShowDrill,
     ShowHint,
     ShowMenu,
     ShowSlide,
+    StartDrills,
     StartPractice,
     StartQuiz,
 )
 from bot.commands import COMMANDS
-from bot.content.model import Course, Exercise, Lesson, Question
-from bot.i18n import _, date, fraction, ngettext, number, own_name, percent
+from bot.content.model import ChoiceDrill, Course, Drill, Exercise, Lesson, ParsonsDrill, Question
+from bot.drills import DrillProgress, Move, Reason, Verdict, arrangement
+from bot.i18n import _, date, fraction, isolate, ngettext, number, own_name, percent
 from bot.learner import NOT_STARTED, LessonProgress
-from bot.navigation import Place
-from bot.safehtml import Html, bold, code_block, escape, fill, italic, join
+from bot.navigation import Place, slide_index
+from bot.safehtml import Html, bold, code, code_block, escape, fill, italic, join, pre
 from bot.states import Stage, stage
 
 
@@ -41,11 +46,12 @@ class Screen:
 
 @dataclass(frozen=True)
 class PollSpec:
-    """A quiz poll ready to send."""
+    """A quiz poll ready to send: its options in the order shown, with their ids."""
 
     question: str
     options: tuple[str, ...]
-    correct: int
+    option_ids: tuple[str, ...]
+    correct: int  # the position of the right option as shown
     explanation: str
 
 
@@ -82,10 +88,10 @@ def lesson_state(lesson: Lesson, progress: LessonProgress, *, dated: bool = Fals
             return _("done on {date} ✅").format(date=date(progress.completed_on))
         return _("done ✅")
     if current is Stage.QUIZ:
-        return _("Quick Check to answer")
+        return _("Quick Check and drills to finish") if lesson.drills else _("Quick Check to answer")
     if current is Stage.READING:
         return _("in progress, slide {n} of {total}").format(
-            n=number(progress.slide + 1), total=number(len(lesson.slides))
+            n=number(slide_index(lesson, progress) + 1), total=number(len(lesson.slides))
         )
     return _("not started")
 
@@ -129,8 +135,11 @@ def menu(
     return Screen(join(parts), _keyboard(*rows))
 
 
-def slide(course: Course, lesson: Lesson, index: int) -> Screen:
-    """Render slide ``index`` of ``lesson`` with Back, Next (or Quick Check) and 'n / N'."""
+def slide(course: Course, lesson: Lesson, index: int, *, done: bool = False) -> Screen:
+    """Render slide ``index`` of ``lesson`` with Back, Next (or Quick Check) and 'n / N'.
+
+    The last slide of a lesson ``done`` also offers the way forward: its practice and the next lesson.
+    """
     current = lesson.slides[index]
     header = fill(
         _("Lesson {n} of {total}: {title}"),
@@ -149,18 +158,32 @@ def slide(course: Course, lesson: Lesson, index: int) -> Screen:
     parts.append(fraction(index + 1, len(lesson.slides)))
     nav = []
     if index > 0:
-        nav.append(_button(_("◀ Back"), ShowSlide(lesson.id, index - 1)))
+        nav.append(_button(_("◀ Back"), ShowSlide(lesson.id, lesson.slides[index - 1].id)))
     if index < lesson.last_slide:
-        nav.append(_button(_("Next ▶"), ShowSlide(lesson.id, index + 1)))
-    else:
-        nav.append(_button(_("Quick Check ▶"), StartQuiz(lesson.id)))
-    return Screen(join(parts), _keyboard(nav, _lessons_button()))
+        nav.append(_button(_("Next ▶"), ShowSlide(lesson.id, lesson.slides[index + 1].id)))
+        return Screen(join(parts), _keyboard(nav, _lessons_button()))
+    nav.append(_button(_("Quick Check ▶"), StartQuiz(lesson.id)))
+    onward = [_practice_button(lesson), _next_lesson_button(course, lesson)] if done else []
+    return Screen(join(parts), _keyboard(nav, _drills_button(lesson), *onward, _lessons_button()))
 
 
-def quiz_intro(lesson: Lesson, remaining: int, *, retake: bool) -> Screen:
-    """Render the message that replaces the slides while the Quick Check polls are answered."""
+def _practice_button(lesson: Lesson) -> list[InlineKeyboardButton]:
+    if lesson.exercise is None:
+        return []
+    label = _("💻 Practice: {title}").format(title=lessontext.to_plain(lesson.exercise.title))
+    return [_button(label, StartPractice(lesson.id))]
+
+
+def quiz_intro(lesson: Lesson, remaining: int, *, retake: bool, sent: bool = True) -> Screen:
+    """Render the message that replaces the slides while the Quick Check polls are answered.
+
+    Its first button sends the awaited poll again: a poll lost, deleted or never sent is one tap away.
+    ``sent`` False says the poll could not be sent just now.
+    """
     title = fill(_("Quick Check: {title}"), title=lessontext.to_html(lesson.title))
-    if retake:
+    if not sent:
+        body = _("The question could not be sent just now. Tap “Send the question again” to try once more.")
+    elif retake:
         body = ngettext(
             "One question you missed, asked again. Answer the poll below.",
             "{n} questions you missed, asked again. Answer the polls below, one at a time.",
@@ -174,16 +197,21 @@ def quiz_intro(lesson: Lesson, remaining: int, *, retake: bool) -> Screen:
         ).format(n=number(remaining))
     return Screen(
         join([bold(title), body], "\n"),
-        _keyboard([_button(_("◀ Back to the slides"), ShowSlide(lesson.id, lesson.last_slide))]),
+        _keyboard(
+            [_button(_("↻ Send the question again"), ResendPoll(lesson.id))],
+            [_button(_("◀ Back to the slides"), ShowSlide(lesson.id, lesson.slides[-1].id))],
+        ),
     )
 
 
-def poll(question: Question) -> PollSpec:
-    """Return the quiz poll for ``question``."""
+def poll(question: Question, order: tuple[int, ...] | None = None) -> PollSpec:
+    """Return the quiz poll for ``question``, its options in ``order`` (positions in the file; default: as written)."""
+    shown = order if order is not None else tuple(range(len(question.options)))
     return PollSpec(
         lessontext.plain(question.question),
-        tuple(lessontext.plain(o) for o in question.options),
-        question.correct,
+        tuple(lessontext.plain(question.options[i]) for i in shown),
+        tuple(question.option_ids[i] for i in shown),
+        shown.index(question.correct),
         lessontext.plain(question.explanation),
     )
 
@@ -195,10 +223,7 @@ def quiz_result(course: Course, lesson: Lesson, correct: int, missed: int) -> Sc
     parts: list[str] = [bold(score), join([bold(_("Recap")), lessontext.to_html(lesson.recap)], "\n")]
     if lesson.recap_fallback:
         parts.append(fallback_notice())
-    rows = []
-    if lesson.exercise is not None:
-        label = _("💻 Practice: {title}").format(title=lessontext.to_plain(lesson.exercise.title))
-        rows.append([_button(label, StartPractice(lesson.id))])
+    rows = [_drills_button(lesson), _practice_button(lesson)]
     if missed:
         label = ngettext("↻ Retake the question I missed", "↻ Retake the {n} questions I missed", missed).format(
             n=number(missed)
@@ -218,6 +243,7 @@ def progress_report(
     total: int,
     answered: int,
     exercises_passed: int = 0,
+    drills_solved: int = 0,
 ) -> Screen:
     """Render /progress: lessons done, the Quick Check score and each lesson's state."""
     done = sum(1 for lesson in course.lessons if stage(progress.get(lesson.id, NOT_STARTED)) is Stage.DONE)
@@ -234,10 +260,15 @@ def progress_report(
     practice_line = ngettext(
         "{passed} of {total} exercise passed.", "{passed} of {total} exercises passed.", exercises
     ).format(passed=number(exercises_passed), total=number(exercises))
+    drills = sum(len(lesson.drills) for lesson in course.lessons)
+    drills_line = ngettext("{solved} of {total} drill solved.", "{solved} of {total} drills solved.", drills).format(
+        solved=number(drills_solved), total=number(drills)
+    )
     parts: list[str] = [
         bold(_("Your progress")),
         lessons_line,
         score_line,
+        *([drills_line] if drills else []),
         practice_line,
         _lesson_list(course, progress, dated=True),
     ]
@@ -353,6 +384,20 @@ def practice_verdict(
     return Screen(join(parts), _practice_buttons(lesson, course, hints_shown, passed=passed))
 
 
+def practice_left(course: Course, lesson: Lesson | None) -> Screen:
+    """Render the answer to leaving the practice (of ``lesson``, if still in the course), with the ways on."""
+    text = escape(
+        lessontext.plain(_("You left the practice: messages are no longer checked as answers. /run still runs code."))
+    )
+    if lesson is None or lesson.exercise is None:
+        return Screen(text, _keyboard(_lessons_button()))
+    back = _("💻 Back to the practice: {title}").format(title=lessontext.to_plain(lesson.exercise.title))
+    return Screen(
+        text,
+        _keyboard([_button(back, StartPractice(lesson.id))], _next_lesson_button(course, lesson), _lessons_button()),
+    )
+
+
 def hint(lesson: Lesson, course: Course, shown: int) -> Screen:
     """Render hint number ``shown`` (1-based) of the exercise."""
     exercise = _exercise(lesson)
@@ -366,3 +411,190 @@ def hint(lesson: Lesson, course: Course, shown: int) -> Screen:
 def run_output(output: Html, status: str | None) -> Screen:
     """Render an ungraded run: what it printed, and why it ended if a limit stopped it."""
     return Screen(output if status is None else join([output, lessontext.plain(status)]))
+
+
+# Drills: one message, edited in place as the learner taps (bot/drills.py holds the rules).
+
+
+def feedback_lines(lines: Sequence[str], likely: Sequence[str] = ()) -> Html:
+    """Render feedback lines and likely mistakes, each in lesson markup, as HTML bullets."""
+    return Html("\n".join(["✗ " + _line_html(line) for line in lines] + ["🔎 " + _line_html(m) for m in likely]))
+
+
+def _line_html(line: str) -> Html:
+    # A value from the learner's code may itself hold a backtick; then show the line literally.
+    try:
+        return lessontext.to_html(line)
+    except lessontext.MarkupError:
+        return escape(line)
+
+
+def _drills_button(lesson: Lesson) -> list[InlineKeyboardButton]:
+    return [_button(_("🧩 Code drills ▶"), StartDrills(lesson.id))] if lesson.drills else []
+
+
+@dataclass(frozen=True)
+class DrillView:
+    """What a drill's screen shows besides the drill: the learner's attempt and what happened just now."""
+
+    progress: DrillProgress
+    order: list[int]  # the pieces' or choices' numbers in the order this learner's buttons list them
+    solved: frozenset[str] = frozenset()  # ids of the lesson's drills this learner has solved
+    verdict: Verdict | None = None  # the answer just graded, if the tap gave one
+    quiz_left: bool = False  # questions of the Quick Check still unanswered: offered once the drills are done
+    checking: bool = False  # the arrangement is being run: its verdict replaces this screen
+
+
+_DRILL_HEADERS = {
+    "parsons": lambda: _("🧩 Drill {n} of {total}: put the lines in order"),
+    "fill": lambda: _("🧩 Drill {n} of {total}: fill in the blank"),
+    "predict": lambda: _("🧩 Drill {n} of {total}: predict the output"),
+}
+INDENT_MARK = "⇥ "  # a Parsons button shows each level of a line's indentation with one (spaces would not show)
+
+
+def piece_label(piece: str) -> str:
+    """Return a Parsons line as its button shows it: indentation as marks, the code kept left to right."""
+    code_text = piece.lstrip(" ")
+    return isolate(INDENT_MARK * ((len(piece) - len(code_text)) // 4) + code_text)
+
+
+def drill(course: Course, lesson: Lesson, shown: Drill, view: DrillView) -> Screen:
+    """Render a drill: the task, the learner's attempt, the verdict, and buttons for the next tap."""
+    header = fill(
+        _DRILL_HEADERS[shown.kind](), n=number(lesson.drills.index(shown) + 1), total=number(len(lesson.drills))
+    )
+    parts: list[str] = [join([bold(header), lessontext.to_html(shown.prompt)], "\n")]
+    if shown.fallback:
+        parts.append(fallback_notice())
+    progress = view.progress
+    if isinstance(shown, ParsonsDrill):
+        parts += _parsons_body(shown, progress)
+    elif shown.kind == "fill":
+        parts.append(code_block(shown.answer if progress.done else shown.code))
+    else:
+        parts.append(code_block(shown.code))
+        if progress.done:
+            parts.append(join([_("It prints:"), pre(shown.choices[shown.correct])], "\n"))
+    parts += _drill_verdict(lesson, shown, view)
+    rows = _drill_moves(lesson, shown, view) if not progress.done else _drill_way_on(course, lesson, shown, view)
+    rows.append(_lessons_button() + _drill_chips(lesson, shown, view.solved))
+    return Screen(join(parts), _keyboard(*rows))
+
+
+def _parsons_body(shown: ParsonsDrill, progress: DrillProgress) -> list[str]:
+    body: list[str]
+    if not progress.placed:
+        body = [italic(_("Tap the lines in order, starting with the first."))]
+    else:
+        body = [code_block("\n".join(arrangement(shown, progress.placed)))]
+    if progress.done:
+        return body
+    status = ngettext("{placed} of {total} line placed.", "{placed} of {total} lines placed.", len(shown.lines)).format(
+        placed=number(len(progress.placed)), total=number(len(shown.lines))
+    )
+    if shown.distractors:
+        status += " " + ngettext("One line is not needed.", "{n} lines are not needed.", len(shown.distractors)).format(
+            n=number(len(shown.distractors))
+        )
+    return [*body, status]
+
+
+def _drill_verdict(lesson: Lesson, shown: Drill, view: DrillView) -> list[str]:
+    verdict, progress = view.verdict, view.progress
+    if progress.done:
+        if verdict is not None and verdict.reason is Reason.SAME_RESULTS:
+            right = _("✅ Right! Your order differs from ours but gives the same results, so it works just as well.")
+        else:
+            right = _("✅ Right!")
+        lines: list[str] = [bold(right), lessontext.to_html(shown.explanation)]
+        if all(d.id in view.solved or d.id == shown.id for d in lesson.drills) and len(lesson.drills) > 1:
+            lines.append(italic(_("Every drill of this lesson is solved.")))
+        return [join(lines, "\n")]
+    if view.checking:
+        return [italic(_("⏳ Trying your order…"))]
+    if verdict is None:
+        return [italic(_("This order is not right yet. Undo a line or start over."))] if progress.checked else []
+    messages = {
+        Reason.WRONG_CHOICE: lambda: fill(_("✗ {choice} is not it. Try another one."), choice=code(verdict.detail)),
+        Reason.DISTRACTOR: lambda: fill(
+            _("✗ {line} does not belong in this program. Undo and try again."), line=code(verdict.detail)
+        ),
+        Reason.NOT_PYTHON: lambda: fill(
+            _("✗ In this order the lines are not valid Python: {error}"), error=code(verdict.detail)
+        ),
+        Reason.RAISES: lambda: fill(
+            _("✗ In this order the program stops with an error: {error}"), error=code(verdict.detail)
+        ),
+        Reason.CHECKS: lambda: join(
+            [bold(_("This order runs, but it does not do what it should:")), feedback_lines(list(verdict.failed))], "\n"
+        ),
+        Reason.UNCHECKED: lambda: escape(
+            _("✗ That is not the order we wrote, and running code is off here, so I cannot try yours.")
+        ),
+        Reason.UNAVAILABLE: lambda: escape(_("Running code is unavailable right now. Please try again later.")),
+    }
+    return [messages[verdict.reason]()] if verdict.reason in messages else []
+
+
+def _tap(lesson: Lesson, shown: Drill, progress: DrillProgress, move: Move, arg: int = 0) -> DrillTap:
+    return DrillTap(lesson.id, shown.id, move.value, arg, progress.stamp)
+
+
+def _drill_moves(lesson: Lesson, shown: Drill, view: DrillView) -> list[list[InlineKeyboardButton]]:
+    progress = view.progress
+    if isinstance(shown, ChoiceDrill):
+        return [
+            [
+                _button(
+                    ("✗ " if i in progress.ruled_out else "") + isolate(shown.choices[i]),
+                    _tap(lesson, shown, progress, Move.CHOOSE, i),
+                )
+            ]
+            for i in view.order
+        ]
+    rows = []
+    if len(progress.placed) < len(shown.lines):
+        rows = [
+            [_button(piece_label(shown.pieces[i]), _tap(lesson, shown, progress, Move.PLACE, i))]
+            for i in view.order
+            if i not in progress.placed
+        ]
+    controls = []
+    if progress.placed:
+        controls.append(_button(_("↶ Undo"), _tap(lesson, shown, progress, Move.UNDO)))
+        controls.append(_button(_("⟲ Start over"), _tap(lesson, shown, progress, Move.RESET)))
+    if len(progress.placed) == len(shown.lines) and not progress.checked and not view.checking:
+        controls.append(_button(_("✔ Check"), _tap(lesson, shown, progress, Move.CHECK)))
+    return [*rows, controls]
+
+
+def _next_unsolved(lesson: Lesson, shown: Drill, solved: frozenset[str]) -> Drill | None:
+    at = lesson.drills.index(shown)
+    after = lesson.drills[at + 1 :] + lesson.drills[:at]
+    return next((d for d in after if d.id not in solved), None)
+
+
+def _drill_way_on(course: Course, lesson: Lesson, shown: Drill, view: DrillView) -> list[list[InlineKeyboardButton]]:
+    """Buttons under a solved drill: try it again, then the next drill, or what is left of the lesson."""
+    rows = [[_button(_("↻ Again"), _tap(lesson, shown, view.progress, Move.AGAIN))]]
+    following = _next_unsolved(lesson, shown, view.solved | {shown.id})
+    if following is not None:
+        rows[0].append(_button(_("Next drill ▶"), ShowDrill(lesson.id, following.id)))
+        return rows
+    if view.quiz_left:
+        rows[0].append(_button(_("Quick Check ▶"), StartQuiz(lesson.id)))
+    rows.append(_practice_button(lesson))
+    rows.append(_next_lesson_button(course, lesson))
+    return rows
+
+
+def _drill_chips(lesson: Lesson, shown: Drill, solved: frozenset[str]) -> list[InlineKeyboardButton]:
+    """Return one small button per drill of the lesson, to go to any of them: ✅ marks the solved, · the one shown."""
+    if len(lesson.drills) < 2:
+        return []
+    chips = []
+    for n, other in enumerate(lesson.drills, start=1):
+        label = number(n) + (" ✅" if other.id in solved else "")
+        chips.append(_button(f"· {label} ·" if other.id == shown.id else label, ShowDrill(lesson.id, other.id)))
+    return chips

@@ -9,6 +9,23 @@ through every allowed step and checks that it lands where the machine says.
     lesson:     NOT_STARTED -turn-> READING -read last-> QUIZ -complete-> DONE     (reset: back to NOT_STARTED)
     quiz round: NONE -start-> TO_ASK -send-> AWAITING -answer-> TO_ASK ... -answer last-> NONE
     practice:   OFF -start-> ON (-hint, -fail: stay ON) -pass or leave-> OFF
+
+What each state holds, and what keeps it sound when things go wrong:
+
+- Places are ids. A lesson's place is the id of the slide on screen and of the furthest slide reached;
+  bot.navigation finds them in the lessons as served now, so an inserted or moved slide moves nobody.
+  When a slide is removed, Database.adopt_course (at start and after a reload) moves the learners on it
+  to the next slide that remains; a button naming it lands there too. A lesson removed leaves its
+  progress unread; the menu and Continue follow the course as it is.
+- A round is its lesson, its queue of question ids, the poll awaited and a seed: the order of every
+  question's options in this round (bot.shuffle), so a poll sent again looks the same and a retake is
+  shuffled anew. Answers are recorded by option id.
+- Nobody is stranded in a round. TO_ASK is also where a round is left when a poll could not be sent:
+  SEND is allowed from TO_ASK and from AWAITING (the poll sent again, the old one deleted), and every
+  way into the lesson (Quick Check ▶, Continue, the lesson's button, the intro's "Send the question
+  again") takes that step. Questions that left the lesson are DROPped from the round.
+- Practice is the exercise whose messages are answers. Leaving is LEAVE: the Leave button, or opening
+  another lesson; a run that comes back after the learner left gets no verdict (its output only).
 """
 
 from __future__ import annotations
@@ -115,6 +132,8 @@ class QuizStep(Enum):
     SEND = "send"  # send the first queued question's poll (again, when the round is brought back into view)
     ANSWER = "answer"  # the awaited poll is answered and questions remain
     ANSWER_LAST = "answer_last"  # the awaited poll is answered and none remain
+    DROP = "drop"  # questions that left the lesson are taken off the round, and the poll awaited with them
+    DROP_LAST = "drop_last"  # ... and none remain
     RESET = "reset"
 
 
@@ -126,6 +145,10 @@ QUIZ_ROUND: Machine[QuizRound, QuizStep] = Machine(
         (QuizRound.AWAITING, QuizStep.SEND): QuizRound.AWAITING,
         (QuizRound.AWAITING, QuizStep.ANSWER): QuizRound.TO_ASK,
         (QuizRound.AWAITING, QuizStep.ANSWER_LAST): QuizRound.NONE,
+        (QuizRound.TO_ASK, QuizStep.DROP): QuizRound.TO_ASK,
+        (QuizRound.AWAITING, QuizStep.DROP): QuizRound.TO_ASK,
+        (QuizRound.TO_ASK, QuizStep.DROP_LAST): QuizRound.NONE,
+        (QuizRound.AWAITING, QuizStep.DROP_LAST): QuizRound.NONE,
         **_from_every(QuizRound, QuizStep.RESET, QuizRound.NONE),
     },
 )
@@ -158,7 +181,7 @@ class PracticeStep(Enum):
     ANSWER = "answer"  # a message is run as an answer
     FAIL = "fail"  # an answer failed a check
     PASS = "pass"  # an answer passed every check
-    LEAVE = "leave"
+    LEAVE = "leave"  # the Leave button, or another lesson opened
     RESET = "reset"
 
 

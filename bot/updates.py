@@ -1,19 +1,54 @@
-"""How updates flow in: concurrently across learners, in order for each, each in its learner's language, and
-each one only once."""
+"""How updates flow in: on disk before Telegram is told they arrived, then concurrently across learners, in order
+for each, each in its learner's language, and each one handled once.
+
+Telegram keeps an update until a getUpdates with a higher offset confirms it. PTB's Updater confirms a batch with
+its next call, before the batch is handled, so a crash in between lost it (for a poll answer, for good: a quiz
+cannot be answered twice). Here ``Polling`` stores every batch in the inbox (bot.storage.db) before that next
+call; the ``Inbox`` counts an update handled once its handlers and every task they started for it have finished,
+and at start hands the application, in order, what a crash left unhandled. The inbox also drops Telegram's
+redeliveries: an update id it holds is never handled again.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import datetime as dt
+import json
+import logging
+import sqlite3
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import Any, TypeVar
 
-from telegram import Update
-from telegram.ext import ApplicationHandlerStop, BaseUpdateProcessor, TypeHandler
+from telegram import Bot, Update
+from telegram.error import RetryAfter, TelegramError, TimedOut
+from telegram.ext import Application, BaseUpdateProcessor
 
-from bot.context import CourseContext
+from bot.context import BotData, CourseContext
+from bot.storage.db import Database
+
+log = logging.getLogger(__name__)
 
 UpdateScope = Callable[[object], AbstractAsyncContextManager[None]]
+Clock = Callable[[], dt.datetime]
+T = TypeVar("T")
+
+# A crash may interrupt any update under way. One still pending after it was handled again at a start is a
+# suspect: the next start handles it alone, watching it for WATCH_ALONE seconds. If the bot dies meanwhile MAX_CRASHES
+# times, the update is taken to crash it: it is given up and logged. (Many crashes find it pending before that.)
+MAX_CRASHES = 2
+WATCH_ALONE = 5.0
+# Telegram keeps an unconfirmed update for 24 hours, so no redelivery comes later than that; handled ids are kept
+# twice as long. (After a week without updates Telegram may start ids anywhere, even below old ones.)
+REMEMBER_HANDLED = dt.timedelta(days=2)
+FORGET_EVERY = dt.timedelta(hours=1)
+# Waits after a failed getUpdates: the first, then each one half as long again, up to the last (seconds).
+RETRY_FIRST, RETRY_MAX = 1.0, 30.0
+
+
+def utc_now() -> dt.datetime:
+    """Return the current time in UTC (the default clock)."""
+    return dt.datetime.now(dt.UTC)
 
 
 def _learner_key(update: object) -> int | None:
@@ -26,22 +61,284 @@ def _learner_key(update: object) -> int | None:
     return chat.id if chat is not None else None
 
 
+class Inbox:
+    """The updates on disk from the moment they are fetched until they are handled.
+
+    ``begin``/``end`` bracket every piece of work done for an update (its handling, each task started for it);
+    when the last ends, the update is marked handled, in a batch written in the background (``flush`` waits for
+    it). Work that was cancelled leaves its update pending, to be handled again at the next start.
+    """
+
+    def __init__(self, db: Database, clock: Clock = utc_now, watch_alone: float = WATCH_ALONE):
+        self._db = db
+        self._clock = clock
+        self._watch_alone = watch_alone
+        self._work: dict[int, int] = {}  # update id -> pieces of work under way; present from hand-over to the end
+        self._interrupted: set[int] = set()
+        self._finished: dict[int, asyncio.Event] = {}  # set when an update awaited by replay has no work left
+        self._handled: list[int] = []  # to be marked handled by the writer
+        self._writer: asyncio.Task[None] | None = None
+        self._forgotten_at: dt.datetime | None = None
+
+    async def accept(self, updates: Sequence[Update]) -> list[Update]:
+        """Store ``updates`` on disk; return, in order, those not seen before, now expected to be handled."""
+        now = self._clock()
+        fresh = await self._db.accept_updates([(u.update_id, u.to_json()) for u in updates], now)
+        accepted = [u for u in updates if u.update_id in fresh]
+        for update in accepted:
+            self._work[update.update_id] = 0
+        if self._forgotten_at is None or now - self._forgotten_at >= FORGET_EVERY:
+            await self._forget(now)
+        return accepted
+
+    async def replay(self, bot: Bot, queue: asyncio.Queue[object]) -> int:
+        """Hand ``queue`` the updates a crash left unhandled, in order; return how many.
+
+        Suspects (handed over at an earlier start already) are handled alone: what came before them first, then
+        each one, watched, so that a crash meanwhile is blamed on it and on nothing else.
+        """
+        now = self._clock()
+        pending, abandoned = await self._db.unhandled_updates(MAX_CRASHES, now)
+        for update_id in abandoned:
+            log.error(
+                "update %s was given up: the bot died %d times while handling it alone, as if it crashed the bot",
+                update_id,
+                MAX_CRASHES,
+            )
+        await self._forget(now)
+        if pending:
+            log.info("handling %d updates again that the last run left unhandled", len(pending))
+        under_way: list[int] = []
+        for update_id, replays, payload in pending:
+            try:
+                update = Update.de_json(json.loads(payload), bot)
+            except (ValueError, TypeError, KeyError) as exc:
+                # Stored by another version of PTB, say, with a field this one requires: never readable, so given up.
+                log.error("update %s was given up: it cannot be read back (%s)", update_id, exc)
+                await self._db.give_up_update(update_id, now)
+                continue
+            suspect = replays > 1
+            if suspect:
+                await self._finish(under_way)
+                await self._db.handling_alone(update_id, True)
+            self._work[update_id] = 0
+            queue.put_nowait(update)
+            under_way.append(update_id)
+            if suspect:
+                if not await self._finish(under_way):
+                    # It outlived the watch (a long run, say): what comes later is not blamed on it.
+                    await self._db.handling_alone(update_id, False)
+                under_way = []
+        return len(pending)
+
+    async def _finish(self, update_ids: list[int]) -> bool:
+        """Wait (up to the watch) until ``update_ids`` have no work left and are on disk; False if they did not."""
+        waits = [self._finished.setdefault(i, asyncio.Event()) for i in update_ids if i in self._work]
+        try:
+            await asyncio.wait_for(asyncio.gather(*(event.wait() for event in waits)), self._watch_alone)
+        except TimeoutError:
+            return False
+        finally:
+            for update_id in update_ids:
+                self._finished.pop(update_id, None)
+        await self.flush()
+        return True
+
+    def begin(self, update: object) -> bool:
+        """Count one more piece of work for ``update``; False if it did not come through the inbox."""
+        if not isinstance(update, Update) or update.update_id not in self._work:
+            return False
+        self._work[update.update_id] += 1
+        return True
+
+    def end(self, update: Update, *, completed: bool) -> None:
+        """Count a piece of work begun for ``update`` as over (``completed``: not cancelled)."""
+        update_id = update.update_id
+        if not completed:
+            self._interrupted.add(update_id)
+        left = self._work[update_id] - 1
+        if left:
+            self._work[update_id] = left
+            return
+        del self._work[update_id]
+        finished = self._finished.get(update_id)
+        if finished is not None:
+            finished.set()
+        if update_id in self._interrupted:
+            self._interrupted.discard(update_id)  # still pending: handled again at the next start
+            return
+        self._handled.append(update_id)
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write_handled(), name="inbox: handled")
+
+    async def flush(self) -> None:
+        """Wait until every update counted handled is marked so on disk."""
+        while self._writer is not None and not self._writer.done():
+            await self._writer
+
+    async def _write_handled(self) -> None:
+        while self._handled:
+            batch, self._handled = self._handled, []
+            try:
+                await self._db.updates_handled(batch, self._clock())
+            except sqlite3.Error:
+                # Left pending, they are handled again at the next start: at least once rather than lost.
+                log.exception("could not mark %d updates handled", len(batch))
+
+    async def _forget(self, now: dt.datetime) -> None:
+        self._forgotten_at = now
+        try:
+            await self._db.forget_updates(now - REMEMBER_HANDLED)
+        except sqlite3.Error:
+            log.exception("could not forget the updates handled before %s", now - REMEMBER_HANDLED)
+
+
+class Polling:
+    """Fetch updates with getUpdates and hand them to ``queue``, each stored in ``inbox`` before the next call.
+
+    The next call's offset is what confirms a batch to Telegram; a batch that cannot be stored is fetched again.
+    ``stop`` never interrupts storing a batch.
+    """
+
+    def __init__(
+        self,
+        bot: Bot,
+        inbox: Inbox,
+        queue: asyncio.Queue[object],
+        *,
+        timeout: int,
+        allowed_updates: Sequence[str],
+        on_error: Callable[[Exception], None],
+    ):
+        self._bot = bot
+        self._inbox = inbox
+        self._queue = queue
+        self._timeout = timeout
+        self._allowed = list(allowed_updates)
+        self._on_error = on_error
+        self._task: asyncio.Task[None] | None = None
+        self._storing = False
+        self._stopping = False
+
+    async def start(self) -> None:
+        """Hand over what a crash left unhandled, then poll in the background."""
+        await self._inbox.replay(self._bot, self._queue)
+        self._task = asyncio.get_running_loop().create_task(self._poll(), name="polling")
+
+    async def stop(self) -> None:
+        """Stop polling; a batch being stored is stored and handed over first."""
+        self._stopping = True
+        task, self._task = self._task, None
+        if task is None:
+            return
+        if not self._storing:
+            # Between calls or waiting for Telegram: whatever a cancelled call fetched was not confirmed.
+            task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            if not task.cancelled():
+                raise
+
+    async def _poll(self) -> None:
+        # Offset 0 at start: Telegram sends every update not confirmed yet; those already stored are dropped.
+        offset = 0
+        wait = 0.0
+        webhook_deleted = False
+        while not self._stopping:
+            if wait:
+                await asyncio.sleep(wait)
+            try:
+                if not webhook_deleted:
+                    # A bot that had a webhook cannot poll; PTB's Updater does this first too.
+                    webhook_deleted = await self._bot.delete_webhook(drop_pending_updates=False)
+                updates = await self._bot.get_updates(
+                    offset=offset, timeout=self._timeout, allowed_updates=self._allowed
+                )
+            except RetryAfter as exc:
+                wait = exc.retry_after if isinstance(exc.retry_after, float | int) else exc.retry_after.total_seconds()
+                self._on_error(exc)
+                continue
+            except TimedOut:
+                wait = 0.0  # the long poll outlived its read timeout: ask again at once
+                continue
+            except TelegramError as exc:
+                wait = RETRY_FIRST if not wait else min(RETRY_MAX, wait * 1.5)
+                self._on_error(exc)
+                continue
+            wait = 0.0
+            if not updates:
+                continue
+            self._storing = True
+            try:
+                fresh = await self._inbox.accept(updates)
+            except sqlite3.Error as exc:
+                # Not confirmed: Telegram sends the batch again with the next call.
+                wait = RETRY_FIRST
+                self._on_error(exc)
+                continue
+            finally:
+                self._storing = False
+            offset = updates[-1].update_id + 1
+            for update in fresh:
+                self._queue.put_nowait(update)
+
+
+class InboxApplication(Application[Any, CourseContext, Any, Any, BotData, Any]):
+    """PTB's Application, counting each task started for an update as part of handling it (see Inbox).
+
+    A practice run, for instance, goes on in a task after its handler returned; its update is handled when the
+    verdict is sent, so a crash before that handles the update again.
+    """
+
+    def __init__(self, *, inbox: Inbox, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.inbox = inbox
+
+    def create_task(
+        self,
+        coroutine: Generator[asyncio.Future[object], None, T] | Awaitable[T],
+        update: object | None = None,
+        *,
+        name: str | None = None,
+    ) -> asyncio.Task[T]:
+        """Start ``coroutine`` as PTB does; if it is for an update from the inbox, count it as that update's work."""
+        task: asyncio.Task[T] = super().create_task(coroutine, update, name=name)
+        inbox = self.inbox
+        if isinstance(update, Update) and inbox.begin(update):
+            task.add_done_callback(lambda done: inbox.end(update, completed=not done.cancelled()))
+        return task
+
+
 class PerLearnerOrder(BaseUpdateProcessor):
     """Process many learners' updates at once, but one learner's updates one at a time, in order.
 
     Two quick taps of one learner must not race on their progress; two learners never wait for each other.
     Each update is handled inside ``scope`` (bot.context.update_scope: its learner's language), which
-    encloses the error handler too.
+    encloses the error handler too. With an ``inbox``, its handling counts as the update's work.
     """
 
-    def __init__(self, max_concurrent_updates: int, scope: UpdateScope):
+    def __init__(self, max_concurrent_updates: int, scope: UpdateScope, inbox: Inbox | None = None):
         super().__init__(max_concurrent_updates)
         self._scope = scope
+        self._inbox = inbox
         self._locks: dict[int, asyncio.Lock] = {}
         self._users: dict[int, int] = {}
 
     async def do_process_update(self, update: object, coroutine: Awaitable[Any]) -> None:
         """Await ``coroutine`` (PTB's handling of ``update``) after the learner's earlier updates, in its scope."""
+        inbox = self._inbox if self._inbox is not None and self._inbox.begin(update) else None
+        completed = True
+        try:
+            await self._in_order(update, coroutine)
+        except asyncio.CancelledError:
+            completed = False
+            raise
+        finally:
+            if inbox is not None and isinstance(update, Update):
+                inbox.end(update, completed=completed)
+
+    async def _in_order(self, update: object, coroutine: Awaitable[Any]) -> None:
         key = _learner_key(update)
         if key is None:
             async with self._scope(update):
@@ -63,14 +360,3 @@ class PerLearnerOrder(BaseUpdateProcessor):
 
     async def shutdown(self) -> None:
         """Nothing to tear down."""
-
-
-async def _drop_redelivered(update: Update, context: CourseContext) -> None:
-    # Telegram delivers at least once: an update seen before must change nothing.
-    if not await context.services.db.first_delivery(update.update_id):
-        raise ApplicationHandlerStop
-
-
-def deduplication() -> TypeHandler[Update, CourseContext, None]:
-    """Return the handler, for the earliest group, that stops updates already processed."""
-    return TypeHandler(Update, _drop_redelivered)

@@ -27,6 +27,7 @@ from .config import RunnerConfig, parse_address
 from .docker_backend import DockerBackend, DockerConfig
 from .errors import InvalidRequest, RunnerConfigError, RunnerError
 from .pool import Pool, PoolConfig
+from .result import RunResult
 from .service import scrub_environment, serve_forever
 
 
@@ -45,7 +46,7 @@ async def _serve(config: RunnerConfig, addresses: list[str], watch_stdin: bool) 
     except RunnerError as e:
         print(f"ERROR {type(e).__name__}: {e}", flush=True)
         return 2
-    await serve_forever(backend, addresses, watch_stdin=watch_stdin)
+    await serve_forever(backend, addresses, watch_stdin=watch_stdin, token=config.token)
     return 0
 
 
@@ -56,8 +57,16 @@ async def _exec(config: RunnerConfig, files: list[tuple[str, str]], as_json: boo
     except RunnerError as e:
         print(f"runner: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
+    # As many jobs in flight as the backend has slots, the rest wait here: any number of files queue
+    # without ever meeting RunnerBusy, and the results are printed in the files' order.
+    room = asyncio.Semaphore(config.pool_size)
+
+    async def run(source: str) -> RunResult:
+        async with room:
+            return await backend.run(source)
+
+    tasks = [asyncio.ensure_future(run(src)) for _, src in files]
     try:
-        tasks = [asyncio.ensure_future(backend.run(src)) for _, src in files]
         all_ok = True
         for (path, _), task in zip(files, tasks, strict=True):
             try:
@@ -82,6 +91,9 @@ async def _exec(config: RunnerConfig, files: list[tuple[str, str]], as_json: boo
                 sys.stdout.flush()
         return 0 if all_ok else 1
     finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         await backend.close()
 
 
@@ -100,7 +112,9 @@ def _parser() -> argparse.ArgumentParser:
             sp.add_argument("files", nargs="+")
         else:
             sp.add_argument("--socket", metavar="PATH", help="Unix socket path to listen on")
-            sp.add_argument("--listen", metavar="URL", help="tcp://127.0.0.1:PORT (no authentication: keep it local)")
+            sp.add_argument(
+                "--listen", metavar="URL", help="tcp://HOST:PORT; every connection must present RUNNER_TOKEN"
+            )
             sp.add_argument(
                 "--watch-stdin", action="store_true", help="exit when stdin closes (used by the embedded client)"
             )
@@ -136,6 +150,12 @@ def main(argv: list[str] | None = None) -> int:
             addresses += [str(parse_address(args.listen, "--listen"))] if args.listen else []
             if not addresses:
                 raise InvalidRequest("give --socket PATH or --listen tcp://HOST:PORT")
+            if args.listen and config.token is None:
+                # Checked before torch is imported: any local user can reach a TCP port.
+                raise RunnerConfigError(
+                    "--listen needs RUNNER_TOKEN, the secret every TCP connection must present "
+                    "(e.g. RUNNER_TOKEN=$(openssl rand -hex 32)); or serve on a Unix socket with --socket PATH"
+                )
     except RunnerError as e:
         if args.cmd == "serve":
             print(f"ERROR {type(e).__name__}: {e}", flush=True)

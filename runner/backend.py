@@ -80,6 +80,9 @@ class Request:
             raise InvalidRequest("checks must be an ExerciseChecks")
         if seed is None:
             seed = checks.seed if checks is not None and checks.seed is not None else secrets.randbits(63)
+        # Python's, torch's and numpy's generators all take it (torch's refuses 2**64 and beyond).
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+            raise InvalidRequest(f"seed must be a whole number from 0 to 2**63 - 1, got {seed!r}")
         return cls(code, lim, checks, seed)
 
 
@@ -121,6 +124,7 @@ class JobEnd:
     signal: int | None  # the signal that ended it
     stderr: str
     truncated: bool = False  # its output reached the output limit
+    flooded: bool = False  # it wrote more than allowed on a descriptor the runner reads besides its output
     timed_out: bool = False  # its wall-clock time ran out
     oom_killed: bool = False  # the kernel's OOM killer struck in its cgroup
     cpu_s: float | None = None  # CPU seconds it used; None: not measured
@@ -128,7 +132,7 @@ class JobEnd:
 
 def classify(end: JobEnd, limits: Limits) -> str:
     """The job's status (one of result.STATUSES).  Pure; order matters: a limit wins over what it caused."""
-    if end.truncated:
+    if end.truncated or end.flooded:
         return "output_limit"
     if end.timed_out:
         return "timeout"
@@ -160,22 +164,40 @@ async def run_request(request: Request, run_job: JobRunner, reference: Reference
     if checks is None:
         result, _ = await run_job(request.code, request.limits, request.seed, None)
         return result
-    expected = await reference(checks, request.limits, request.seed) if checks.needs_reference else None
+    expected = None
+    if checks.needs_reference:
+        reference_seed = checks.reference_seed if checks.reference_seed is not None else request.seed
+        expected = await reference(checks, request.limits, reference_seed)
     nonce = grading.new_nonce()
     result, report = await run_job(request.code, request.limits, request.seed, grading.job_spec(checks, nonce))
+    # verify() judges any bytes without raising: whatever the sandbox wrote is the learner's attempt, not our failure.
     outcomes, passed = grading.verify(checks, result.status, report, nonce, expected)
     return dataclasses.replace(result, checks=outcomes, passed=passed)
 
 
 async def run_reference(run_job: JobRunner, checks: ExerciseChecks, limits: Limits, seed: int) -> Mapping[str, Any]:
-    """The values of the checks' expressions after the reference solution ran (a clean job, same seed)."""
+    """The values of the checks' expressions after the reference solution ran (a clean job, same seed).
+
+    A reference that does not run cleanly, or whose expressions fail, is a broken exercise: JobFailed.
+    """
     if checks.reference is None:
         raise InvalidRequest("these checks have no reference solution")
     nonce = grading.new_nonce()
     result, report = await run_job(checks.reference, limits, seed, grading.job_spec(checks, nonce))
-    values = grading.parse_report(report or b"", nonce) if result.status == "ok" else None
-    if values is None:
-        raise JobFailed(
-            f"the exercise's reference solution did not run cleanly (status {result.status}): {result.stderr[-500:]}"
-        )
-    return values
+    problem = f"status {result.status}"
+    if result.status == "ok":
+        try:
+            values = grading.parse_report(report or b"", nonce)
+        except grading.ReportError as e:
+            problem = f"its report is {e.args[0]}"
+        else:
+            unreadable = (grading.Failed, grading.Opaque)
+            failed = [
+                c.id
+                for c in checks.checks
+                if c.from_reference and (c.id not in values or isinstance(values[c.id], unreadable))
+            ]
+            if not failed:
+                return values
+            problem = f"check {', '.join(failed)} could not be read"
+    raise JobFailed(f"the exercise's reference solution did not run cleanly ({problem}): {result.stderr[-500:]}")

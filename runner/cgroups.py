@@ -3,17 +3,24 @@
 Why cgroups and not rlimits: the runner runs as root, and RLIMIT_NPROC never
 binds a process whose real uid is 0 on the host (kernel/fork.c lets
 INIT_USER through), so only the pids controller stops a fork bomb.  Memory
-is limited the same way so that page cache and tmpfs files count too.
+is limited the same way so that page cache and tmpfs files count too.  CPU
+time is read from the cgroup (cpuacct, or v2's cpu.stat) for the same
+reason: RLIMIT_CPU counts each process apart, so a job of three processes
+burned three times its CPU limit and reported one process's time.  Each job
+gets at most one core (a CFS quota) and is pinned to its own CPUs (cpuset)
+when the host has them, so one job's processes cannot crowd another's.
 
 Both layouts are supported and detected at startup from /proc/self/mountinfo:
 
 * cgroup v1 (this host): one hierarchy per controller, e.g.
   /sys/fs/cgroup/pids and /sys/fs/cgroup/memory; files ``pids.max``,
   ``memory.limit_in_bytes``, ``memory.memsw.limit_in_bytes``,
-  ``memory.oom_control`` (its ``oom_kill`` counter tells an OOM kill).
+  ``memory.oom_control`` (its ``oom_kill`` counter tells an OOM kill); and
+  when mounted, ``cpu.cfs_quota_us``, ``cpuacct.usage`` and ``cpuset.cpus``.
 * cgroup v2 (containers, modern distros): one unified tree; ``pids.max``,
   ``memory.max``, ``memory.swap.max``, ``memory.events`` (``oom_kill``),
-  ``memory.oom.group`` and ``cgroup.kill``.
+  ``memory.oom.group``, ``cgroup.kill``, ``cpu.stat`` (``usage_usec``), and
+  when enabled ``cpu.max`` and ``cpuset.cpus``.
 
 The tree lives under the runner's own cgroup (so parent limits still apply):
 ``<own cgroup>/coursebot-runner.<pid>/slot-<n>``.  A slot is reused by one
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import signal
 import time
 from dataclasses import dataclass, field
@@ -33,8 +41,17 @@ from .errors import SandboxUnavailable
 from .limits import Limits
 
 TREE_PREFIX = "coursebot-runner."
+# How to give the runner its cgroup: in a container, the image's entrypoint delegates the container's own
+# cgroup when started as the README says; elsewhere, root or a delegated cgroup (systemd's Delegate=yes).
+_DELEGATION_HINT = (
+    "in a container: start it with --user 0 --cap-add SYS_ADMIN --cap-add CHOWN --cap-add SETUID "
+    "--cap-add SETGID --cap-add SETPCAP, see the README's Docker section"
+    if os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv")
+    else "run it as root, or delegate the cgroup to its user, e.g. systemd's Delegate=yes"
+)
 V1_REQUIRED = ("pids", "memory")
-V1_OPTIONAL = ("cpu",)
+V1_OPTIONAL = ("cpu", "cpuacct", "cpuset")
+CPU_PERIOD_US = 100_000  # the CFS period; a job's quota is one period per period: one core
 
 
 @dataclass(frozen=True)
@@ -171,6 +188,7 @@ class JobCgroup:
         self.dirs = dirs
         self._oom_base = 0
         self._configured: Limits | None = None
+        self._pinned: str | None = None
         # One file is enough to tell what is inside: every job process is in
         # all of our hierarchies at once.
         key = "unified" if layout.version == 2 else "pids"
@@ -178,8 +196,15 @@ class JobCgroup:
         self._oom_file = (
             str(dirs[key] / "memory.events") if layout.version == 2 else str(dirs["memory"] / "memory.oom_control")
         )
-        # Kept open: every job is added through them (a write each).
-        self._add_fds = [os.open(d / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC) for d in dirs.values()]
+        cpu, cpuset = ("unified", "unified") if layout.version == 2 else ("cpuacct", "cpuset")
+        # v2 keeps cpu.stat in every cgroup, controller or not; v1 needs the cpuacct hierarchy.
+        usage = dirs[cpu] / ("cpu.stat" if layout.version == 2 else "cpuacct.usage") if cpu in dirs else None
+        self._usage_file = str(usage) if usage is not None and usage.exists() else None
+        cpus = dirs[cpuset] / "cpuset.cpus" if cpuset in dirs else None
+        self._cpus_file = cpus if cpus is not None and cpus.exists() else None
+        # Kept open: every job is added through them (a write each).  One per hierarchy: v1 may mount
+        # several controllers together (cpu,cpuacct), and a task joins a hierarchy once.
+        self._add_fds = [os.open(d / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC) for d in dict.fromkeys(dirs.values())]
 
     # --- setup ---------------------------------------------------------
     def configure(self, limits: Limits) -> None:
@@ -191,7 +216,11 @@ class JobCgroup:
             d = self.dirs["unified"]
             _write(d / "pids.max", str(limits.max_processes))
             _write(d / "memory.max", str(limits.memory_bytes))
-            for name, value in (("memory.swap.max", "0"), ("memory.oom.group", "1"), ("cpu.max", "100000 100000")):
+            for name, value in (
+                ("memory.swap.max", "0"),
+                ("memory.oom.group", "1"),
+                ("cpu.max", f"{CPU_PERIOD_US} {CPU_PERIOD_US}"),
+            ):
                 if (d / name).exists():
                     _write(d / name, value)
         else:
@@ -211,17 +240,31 @@ class JobCgroup:
             if "cpu" in self.dirs:
                 # One core at most per job, so one job cannot starve a 2-core host.
                 try:
-                    _write(self.dirs["cpu"] / "cpu.cfs_period_us", "100000")
-                    _write(self.dirs["cpu"] / "cpu.cfs_quota_us", "100000")
+                    _write(self.dirs["cpu"] / "cpu.cfs_period_us", str(CPU_PERIOD_US))
+                    _write(self.dirs["cpu"] / "cpu.cfs_quota_us", str(CPU_PERIOD_US))
                 except OSError:
                     pass
         self._configured = limits
         self._oom_base = self.oom_kills()
 
+    @property
+    def cpu_quota_cores(self) -> float | None:
+        """The CPU quota of a job here, in cores (None: no cpu controller, no quota)."""
+        if self.layout.version == 2:
+            return 1.0 if (self.dirs["unified"] / "cpu.max").exists() else None
+        return 1.0 if "cpu" in self.dirs else None
+
     def add(self, pid: int) -> None:
         data = str(pid).encode()
         for fd in self._add_fds:
             os.write(fd, data)
+
+    def pin(self, cpus: str) -> None:
+        """Run this cgroup's tasks on ``cpus`` only (a cpuset list: "1", "0-3"); nothing without a cpuset."""
+        if self._cpus_file is None or cpus == self._pinned:
+            return
+        _write(self._cpus_file, cpus)
+        self._pinned = cpus
 
     # --- observation ---------------------------------------------------
     def oom_kills(self) -> int:
@@ -233,6 +276,19 @@ class JobCgroup:
     def oom_killed(self) -> bool:
         """Did the kernel OOM-kill something here since configure()?"""
         return self.oom_kills() > self._oom_base
+
+    def cpu_usage_s(self) -> float | None:
+        """CPU seconds used by every task that ever ran here (None: no cpuacct / cpu.stat on this host)."""
+        if self._usage_file is None:
+            return None
+        try:
+            raw = _read(self._usage_file).decode()
+        except OSError:
+            return None
+        if self.layout.version == 2:
+            usec = _parse_kv(raw).get("usage_usec")
+            return None if usec is None else usec / 1e6
+        return int(raw) / 1e9 if raw.strip().isdigit() else None
 
     def memory_failcnt(self) -> int:
         if self.layout.version == 2:
@@ -290,7 +346,7 @@ class CgroupTree:
 
     @classmethod
     def create(cls, slots: int, layout: Layout | None = None, name: str | None = None) -> CgroupTree:
-        layout = layout or detect()
+        layout = _writable(layout or detect())
         tree = cls(layout, name or f"{TREE_PREFIX}{os.getpid()}")
         try:
             tree._cleanup_stale()
@@ -299,21 +355,21 @@ class CgroupTree:
             tree.destroy()
             raise SandboxUnavailable(
                 f"cannot create cgroups under {', '.join(map(str, layout.own.values()))}: {e}; "
-                "the runner needs write access to its own cgroup (run it as root, or delegate "
-                "the cgroup to its user)"
+                f"the runner needs write access to its own cgroup ({_DELEGATION_HINT})"
             ) from e
         return tree
 
     def _cleanup_stale(self) -> None:
-        # Trees left by runners that died (their pid is the suffix).
+        # Trees left by runners that died: the name carries the owner's pid (coursebot-runner.PID, or
+        # PID-TAG for a second tree of one process), and a live owner's tree is never touched.
         for parent in self.layout.own.values():
             if not parent.is_dir():
                 continue
             for d in parent.iterdir():
                 if not d.name.startswith(TREE_PREFIX) or d.name == self.name:
                     continue
-                suffix = d.name[len(TREE_PREFIX) :]
-                if suffix.isdigit() and _pid_alive(int(suffix)):
+                owner = re.match(r"\d+", d.name[len(TREE_PREFIX) :])
+                if owner and _pid_alive(int(owner.group())):
                     continue
                 _remove_tree(d)
 
@@ -322,20 +378,23 @@ class CgroupTree:
             d.mkdir(exist_ok=True)
         if self.layout.version == 2:
             self._enable_v2_controllers()
+        else:
+            _inherit_cpuset(self.dirs)
         for i in range(slots):
             dirs = {}
             for c, d in self.dirs.items():
                 sd = d / f"slot-{i}"
                 sd.mkdir(exist_ok=True)
                 dirs[c] = sd
+            if self.layout.version == 1:
+                _inherit_cpuset(dirs)
             self.slots.append(JobCgroup(self.layout, dirs))
 
     def _enable_v2_controllers(self) -> None:
         own = self.layout.own["unified"]
         mine = self.dirs["unified"]
-        wanted = ["pids", "memory"]
-        if "cpu" in (own / "cgroup.controllers").read_text().split():
-            wanted.append("cpu")
+        available = (own / "cgroup.controllers").read_text().split()
+        wanted = ["pids", "memory"] + [c for c in ("cpu", "cpuset") if c in available]
         ctl = " ".join("+" + c for c in wanted)
         try:
             _write(own / "cgroup.subtree_control", ctl)
@@ -361,6 +420,36 @@ class CgroupTree:
             s.close()
         for d in self.dirs.values():
             _remove_tree(d)
+
+
+def _writable(layout: Layout) -> Layout:
+    """``layout`` without the optional v1 hierarchies the runner cannot write: jobs go without them (no
+    CPU quota, accounting from the job's own rusage, no pinning) rather than the runner without jobs."""
+    if layout.version != 1:
+        return layout
+    return Layout(1, {c: p for c, p in layout.own.items() if c in V1_REQUIRED or os.access(p, os.W_OK)})
+
+
+def _inherit_cpuset(dirs: dict[str, Path]) -> None:
+    """A new v1 cpuset starts with no CPUs and no memory nodes (no task may join it): copy its parent's."""
+    d = dirs.get("cpuset")
+    if d is None:
+        return
+    for name in ("cpuset.mems", "cpuset.cpus"):
+        if not (d / name).read_text().strip():
+            _write(d / name, (d.parent / name).read_text().strip())
+
+
+def cpu_lanes(cpus: list[int], lanes: int) -> list[str]:
+    """Split ``cpus`` between ``lanes`` concurrent jobs as cpuset lists: each job its own CPUs when there
+    are enough (the remainder left to the runner and the zygote), else the CPUs shared round-robin."""
+    cpus = sorted(cpus)
+    if not cpus or lanes < 1:
+        return []
+    if len(cpus) < lanes:
+        return [str(cpus[i % len(cpus)]) for i in range(lanes)]
+    per = len(cpus) // lanes
+    return [",".join(str(c) for c in cpus[i * per : (i + 1) * per]) for i in range(lanes)]
 
 
 def _remove_tree(d: Path) -> None:

@@ -34,12 +34,14 @@ from . import protocol
 from .config import RunnerConfig, TcpAddress, UnixAddress, parse_address
 from .errors import (
     BY_NAME,
+    InvalidRequest,
     ProtocolError,
     RunnerBusy,
     RunnerClosed,
     RunnerConfigError,
     RunnerError,
     SandboxUnavailable,
+    Unauthorized,
 )
 from .grading import KINDS as CHECK_KINDS
 from .grading import Check, ExerciseChecks
@@ -52,6 +54,7 @@ __all__ = [
     "Check",
     "CheckOutcome",
     "ExerciseChecks",
+    "InvalidRequest",
     "Limits",
     "RunResult",
     "RunnerBusy",
@@ -62,6 +65,7 @@ __all__ = [
     "RunnerError",
     "SandboxUnavailable",
     "TcpAddress",
+    "Unauthorized",
     "UnixAddress",
     "parse_address",
 ]
@@ -113,10 +117,12 @@ class RunnerClient:
 
     # --- opening -----------------------------------------------------------
     @classmethod
-    def connect(cls, address: str, timeout: float = 10.0) -> _Opener:
+    def connect(cls, address: str, timeout: float = 10.0, token: str | None = None) -> _Opener:
         """A runner already running at ``unix:///path``, an absolute path, or ``tcp://host:port``.
 
-        A malformed address raises RunnerConfigError here; an unreachable one, RunnerClosed when awaited.
+        Over TCP the runner wants its token (``RunnerConfig.token``, from RUNNER_TOKEN): without the right
+        one, awaiting raises Unauthorized.  A malformed address raises RunnerConfigError here; an
+        unreachable one, RunnerClosed when awaited.
         """
         where = parse_address(address)
 
@@ -130,7 +136,13 @@ class RunnerClient:
             except (TimeoutError, OSError) as e:
                 raise RunnerClosed(f"cannot reach the runner at {address}: {e}") from None
             client = cls(r, w)
-            client.info = await client.request({"op": "info"})
+            try:
+                if token is not None:
+                    await client.request({"op": "hello", "token": token}, timeout)
+                client.info = await client.request({"op": "info"}, timeout)
+            except BaseException:
+                await client.close()
+                raise
             return client
 
         return _Opener(open_)

@@ -32,6 +32,7 @@ BACKENDS = ("sandbox", "docker")
 FALLBACK_BWRAP = "/usr/bin/bwrap"
 MAX_UID = 2**32 - 2  # (uid_t)-1 means "no uid" to the kernel
 UNIX_PATH_BYTES = 108  # sizeof(sun_path) on Linux
+MIN_SECRET = 16  # characters of RUNNER_TOKEN at least
 
 
 def _default_bwrap() -> str:
@@ -49,8 +50,10 @@ class RunnerConfig:
     bwrap: str = field(default_factory=_default_bwrap)  # path of the bubblewrap binary
     sandbox_uid: int = 63333  # host uid (and gid) of the sandbox when the runner is root: an otherwise unused one
     startup_timeout_s: float = 180.0  # seconds for the sandbox to import torch (its isolation proof comes after)
-    docker_image: str = "coursebot-runner:latest"  # needs python3, torch and this runner package
+    docker_image: str = "coursebot-job"  # the Dockerfile's job target: python3, torch and this runner, no lessons
     docker_host: str | None = None  # the Docker engine; None: Docker's default socket
+    # The secret every TCP connection to `serve --listen` must present (None: no TCP listener may start).
+    token: str | None = field(default=None, repr=False)
     # Not settings of the worker, but of the embedded client that starts it:
     python: str = sys.executable  # the interpreter `python -m runner serve` runs on (it needs torch)
     request_timeout_s: float | None = None  # None: three times the job's wall limit, plus margin
@@ -59,7 +62,9 @@ class RunnerConfig:
         for s in SETTINGS:
             value = getattr(self, s.field)
             if not (value is None and s.optional) and not s.rule.accepts(value):
-                raise RunnerConfigError(f"RunnerConfig.{s.field} ({s.variable}) must be {s.rule.text}, got {value!r}")
+                raise RunnerConfigError(
+                    f"RunnerConfig.{s.field} ({s.variable}) must be {s.rule.text}, got {s.shown(value)}"
+                )
         if not isinstance(self.python, str) or not self.python:
             raise RunnerConfigError(f"RunnerConfig.python must name an interpreter, got {self.python!r}")
         rt = self.request_timeout_s
@@ -161,15 +166,24 @@ class Word(Rule):
         self.metavar = metavar
 
 
+class Secret(Rule):
+    text = f"a secret of at least {MIN_SECRET} characters without spaces (e.g. from: openssl rand -hex 32)"
+    metavar = "SECRET"
+
+    def accepts(self, value: object) -> bool:
+        return super().accepts(value) and isinstance(value, str) and len(value) >= MIN_SECRET
+
+
 @dataclass(frozen=True)
 class Setting:
     field: str  # the RunnerConfig attribute
     variable: str  # its environment variable
-    flag: str  # its option of `python -m runner serve|exec`
+    flag: str | None  # its option of `python -m runner serve|exec` (None: environment only)
     meaning: str  # one line, for --help and the README
     rule: Rule
     optional: bool = False  # None allowed: "not set"
     default_text: str = ""  # how the README and --help state a default the dataclass computes
+    secret: bool = False  # never shown: not in errors, not on a command line (so no flag), not in a repr
 
     def read(self, raw: str, source: str, hint: str = "") -> object:
         """``raw`` as this setting's value, or a RunnerConfigError naming ``source`` (a variable or a flag)."""
@@ -178,8 +192,14 @@ class Setting:
         except ValueError:
             value = None
         if value is None or not self.rule.accepts(value):
-            raise RunnerConfigError(f"{source} ({self.meaning}) must be {self.rule.text}, got {raw!r}{hint}")
+            raise RunnerConfigError(f"{source} ({self.meaning}) must be {self.rule.text}, got {self.shown(raw)}{hint}")
         return value
+
+    def shown(self, value: object) -> str:
+        """``value`` as an error message may show it: a secret only by its length."""
+        if self.secret:
+            return f"{len(value)} characters" if isinstance(value, str) else "something else"
+        return repr(value)
 
     def default(self) -> str:
         if self.default_text:
@@ -240,12 +260,29 @@ SETTINGS: tuple[Setting, ...] = (
         optional=True,
         default_text="Docker's default socket",
     ),
+    Setting(
+        "token",
+        "RUNNER_TOKEN",
+        None,
+        "secret every TCP connection must present; without it serve --listen refuses to start",
+        Secret(),
+        optional=True,
+        default_text="unset",
+        secret=True,
+    ),
 )
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    """Give ``parser`` one option per setting; each overrides its variable (None: not given)."""
+    """Give ``parser`` one option per setting; each overrides its variable (None: not given).
+
+    A secret has no option (a command line is readable by every local user): its variable is named in
+    the epilog instead.
+    """
     for s in SETTINGS:
+        if s.flag is None:
+            parser.epilog = (parser.epilog or "") + f"{s.variable} (environment only): {s.meaning}. "
+            continue
         parser.add_argument(
             s.flag,
             dest=s.field,
@@ -259,7 +296,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 def _flag_reader(setting: Setting) -> Callable[[str], object]:
     def read(raw: str) -> object:
         try:
-            return setting.read(raw, setting.flag)
+            return setting.read(raw, setting.flag or setting.variable)
         except RunnerConfigError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
 
@@ -268,7 +305,7 @@ def _flag_reader(setting: Setting) -> Callable[[str], object]:
 
 def from_flags(config: RunnerConfig, args: argparse.Namespace) -> RunnerConfig:
     """``config`` with the settings given on the command line (see add_flags) put over it."""
-    given = {s.field: getattr(args, s.field) for s in SETTINGS if getattr(args, s.field, None) is not None}
+    given = {s.field: getattr(args, s.field) for s in SETTINGS if s.flag and getattr(args, s.field, None) is not None}
     return dataclasses.replace(config, **given)
 
 

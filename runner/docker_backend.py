@@ -9,11 +9,21 @@ descriptors, ``cap_drop=ALL``, ``no-new-privileges``, a non-root user and a
 cleared environment.  There is no warm zygote here: each job starts a cold
 interpreter, so expect seconds, not milliseconds.
 
+The code, its seed and (for graded checks) the expressions and a nonce reach
+the container on its stdin, never in argv (which any host user can read, and
+the job itself could): the container reads them first, then stdin is
+/dev/null.  Its output streams back over the attached connection and is read
+within a byte budget; one byte more and the container is killed (its log
+is bounded to one file of 1 MB).  Docker's init is pid 1, so a job that
+runs out of CPU time is reported as a timeout.  Each container is removed
+with its volumes.  The image is the project's job target
+(``docker build -t coursebot-job --target job .``): python, torch and this
+runner, no lessons; a missing image is refused at start.
+
 Graded checks work as in the sandbox backend (see grading.py): the container
 gets the expressions and a nonce, never the expected values; once the code ran
 to its end it writes the extracted values after a marker at the end of its
-stderr, and the runner, outside, decides the verdict.  The image must have the
-runner package installed (the project's Dockerfile image has).
+stderr, and the runner, outside, decides the verdict.
 """
 
 from __future__ import annotations
@@ -21,7 +31,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import signal
+import socket
+import struct
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,11 +48,13 @@ from .errors import JobFailed, SandboxUnavailable
 from .limits import DEFAULT, Limits
 from .result import RunResult
 
-# Runs inside the container: the snippet comes in argv[1]; tracebacks are
-# trimmed to the learner's own frames, like the sandbox backend's.
+# Runs inside the container: the job comes on stdin (job_input), which is then /dev/null; tracebacks
+# are trimmed to the learner's own frames, like the sandbox backend's.
 BOOT = r"""
 import sys, os, json, traceback, linecache, random, types, builtins
-src = sys.argv[1]; seed = int(sys.argv[2]); spec = json.loads(sys.argv[3]) if len(sys.argv) > 3 else None
+job = json.loads(sys.stdin.buffer.read())
+null = os.open(os.devnull, os.O_RDONLY); os.dup2(null, 0); os.close(null)
+src, seed, spec, marker = job["code"], job["seed"], job["spec"], job["marker"].encode()
 linecache.cache["<snippet>"] = (len(src), None, src.splitlines(True), "<snippet>")
 random.seed(seed)
 try:
@@ -53,7 +69,12 @@ if spec is not None:
     from runner import grading
     grading.capture_pristine()          # before the learner's code exists
     report_fd = os.dup(2)
-    marker = sys.argv[4].encode()
+# The learner's CPU time starts now: what the interpreter and torch took to start is not theirs.
+import math, resource
+usage = resource.getrusage(resource.RUSAGE_SELF)
+spent = math.ceil(usage.ru_utime + usage.ru_stime)
+resource.setrlimit(resource.RLIMIT_CPU, (spent + job["cpu_s"], spent + job["cpu_s"] + 1))
+os.write(2, job["ready"].encode())      # and so does the wall clock (read_frames)
 main = types.ModuleType("__main__"); main.__dict__["__builtins__"] = builtins
 sys.modules["__main__"] = main
 try:
@@ -72,6 +93,31 @@ if spec is not None:
 
 # Separates the learner's stderr from the report that follows it; exactly one must be found.
 REPORT_MARKER = "\x1ecoursebot-report\x1e"
+# The container writes this to stderr once torch is imported, just before the learner's code: the job's
+# wall-clock limit starts there, not at the container's start.
+READY_MARKER = "\x1ecoursebot-ready\x1e"
+# Seconds a container may take to start and import torch, and CPU seconds it may spend on that, before
+# the learner's own limits begin (generous: a busy host starts a cold interpreter slowly).
+STARTUP_S = 120.0
+STARTUP_CPU_S = 60
+# Docker's attach stream: each frame is an 8-byte header (stream 1 = stdout, 2 = stderr; size) and data.
+FRAME_HEADER = struct.Struct(">BxxxI")
+# Seconds for Docker to report how a job ended once its output stream closed (more on a busy engine).
+SETTLE_S = 30.0
+
+
+def job_input(code: str, seed: int, spec: dict[str, Any] | None, limits: Limits = DEFAULT) -> bytes:
+    """What a container reads on its stdin: the code, its seed, a graded job's expressions and nonce, and its
+    CPU seconds (counted from the end of its start-up)."""
+    job = {
+        "code": code,
+        "seed": seed,
+        "spec": spec,
+        "marker": REPORT_MARKER,
+        "ready": READY_MARKER,
+        "cpu_s": max(1, math.ceil(limits.cpu_time_s)),
+    }
+    return json.dumps(job).encode()
 
 
 def split_report(stderr: bytes) -> tuple[bytes, bytes | None]:
@@ -106,19 +152,14 @@ class DockerConfig:
         )
 
 
-def container_config(
-    code: str, limits: Limits, cfg: DockerConfig, seed: int = 0, spec: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """Keyword arguments for ``client.containers.create`` (pure, testable).
-
-    ``spec`` (grading.job_spec) makes it a graded job: expressions and a nonce, no expectations.
-    """
+def container_config(limits: Limits, cfg: DockerConfig) -> dict[str, Any]:
+    """Keyword arguments for ``client.containers.create`` (pure, testable); the job itself goes on stdin."""
     tmpfs_opts = f"rw,nosuid,nodev,noexec,size={limits.tmpfs_bytes},mode=1777"
-    cpu = max(1, int(limits.cpu_time_s + 0.999))
-    graded = [json.dumps(spec), REPORT_MARKER] if spec is not None else []
+    # A ceiling only: the container lowers its own limit to the job's once it has started (BOOT).
+    cpu = STARTUP_CPU_S + max(1, math.ceil(limits.cpu_time_s))
     return {
         "image": cfg.image,
-        "command": [cfg.python, "-I", "-B", "-c", BOOT, code, str(seed), *graded],
+        "command": [cfg.python, "-I", "-B", "-c", BOOT],
         "user": cfg.user,
         "working_dir": "/sandbox",
         "environment": {"HOME": "/sandbox", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"},
@@ -139,11 +180,83 @@ def container_config(
             {"name": "nofile", "soft": limits.open_files, "hard": limits.open_files},
             {"name": "core", "soft": 0, "hard": 0},
         ],
-        "stdin_open": False,
+        # Docker's init as pid 1: it passes on signals (SIGXCPU at the CPU limit) and reaps orphans.
+        "init": True,
+        # stdin open once, for job_input; detach=False is how the SDK asks for StdinOnce (EOF when we close).
+        "stdin_open": True,
+        "detach": False,
         "tty": False,
-        "detach": True,
+        # The output is read from the attached stream, within its budget. The engine also logs it, to at
+        # most one file of 1 MB: without a log to drain into, a flooding job that nobody reads any more
+        # blocks the engine's own kill of it.
+        "log_config": {"type": "local", "config": {"max-size": "1m", "max-file": "1", "compress": "false"}},
         "labels": {"coursebot.runner": "job"},
     }
+
+
+def read_frames(
+    connection: socket.socket, started: float, wall_s: float, budget: int
+) -> tuple[bytes, bytes, bool, bool, float]:
+    """Read a container's attached stdout and stderr until it ends, its time runs out, or more than ``budget``
+    bytes came: (stdout, stderr, timed out, over budget, when the learner's code began).
+
+    The wall clock starts when READY_MARKER leads stderr (STARTUP_S after ``started`` at most); the marker is
+    not output. Never holds more than the budget."""
+    streams = {1: bytearray(), 2: bytearray()}
+    ready = READY_MARKER.encode()
+    began: float | None = None
+    header = b""
+    kind = remaining = received = 0
+
+    def ended(timed_out: bool = False, overflow: bool = False) -> tuple[bytes, bytes, bool, bool, float]:
+        err = bytes(streams[2])
+        return bytes(streams[1]), err.removeprefix(ready), timed_out, overflow, began or time.monotonic()
+
+    while True:
+        deadline = started + STARTUP_S if began is None else began + wall_s
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return ended(timed_out=True)
+        connection.settimeout(left)
+        try:
+            chunk = memoryview(connection.recv(65536))
+        except TimeoutError:
+            return ended(timed_out=True)
+        if not chunk:
+            return ended()
+        while chunk:
+            if remaining == 0:  # a frame's header, perhaps split across reads
+                need = FRAME_HEADER.size - len(header)
+                header, chunk = header + bytes(chunk[:need]), chunk[need:]
+                if len(header) == FRAME_HEADER.size:
+                    kind, remaining = FRAME_HEADER.unpack(header)
+                    header = b""
+                continue
+            data, chunk = chunk[:remaining], chunk[remaining:]
+            remaining -= len(data)
+            keep = data[: max(0, budget + len(ready) - received)]
+            received += len(data)
+            if kind in streams:
+                streams[kind] += keep
+            if began is None and streams[2][: len(ready)] == ready:
+                began = time.monotonic()
+            if received > budget + len(ready):
+                return ended(overflow=True)
+
+
+def _kill(cont: Any) -> None:
+    with contextlib.suppress(Exception):  # it may have ended meanwhile
+        cont.kill()
+
+
+def drain(connection: socket.socket, within_s: float) -> None:
+    """Read and discard what a killed container still sends, until its stream ends (at most ``within_s``)."""
+    deadline = time.monotonic() + within_s
+    with contextlib.suppress(OSError):
+        while (left := deadline - time.monotonic()) > 0:
+            connection.settimeout(left)
+            if not connection.recv(1 << 16):
+                return
 
 
 def job_end(exit_code: int | None, oom_killed: bool, timed_out: bool, truncated: bool, stderr: str) -> JobEnd:
@@ -179,6 +292,15 @@ class DockerBackend:
             await asyncio.to_thread(self.client.ping)
         except Exception as e:  # the SDK raises its own errors and requests' alike
             raise SandboxUnavailable(f"no Docker engine reachable: {e}") from None
+        try:
+            await asyncio.to_thread(self.client.images.get, self.config.image)
+        except docker.errors.ImageNotFound:
+            raise SandboxUnavailable(
+                f"the Docker backend's image {self.config.image} is missing: build it with "
+                f"docker build -t {self.config.image} --target job . (or set RUNNER_DOCKER_IMAGE)"
+            ) from None
+        except Exception as e:
+            raise SandboxUnavailable(f"cannot look up the image {self.config.image}: {e}") from None
         return self
 
     def stats(self) -> dict[str, Any]:
@@ -217,30 +339,46 @@ class DockerBackend:
     def _run_sync(
         self, code: str, lim: Limits, seed: int, spec: dict[str, Any] | None
     ) -> tuple[RunResult, bytes | None]:
-        cont = self.client.containers.create(**container_config(code, lim, self.config, seed, spec))
-        t0 = time.monotonic()
-        timed_out = False
+        # Room for the learner's output and, in a graded job, the report after it.
+        budget = lim.output_bytes + (grading.MAX_REPORT + len(REPORT_MARKER) + 1 if spec is not None else 0)
+        cont = self.client.containers.create(**container_config(lim, self.config))
         try:
-            cont.start()
+            attached = cont.attach_socket(params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+            connection: socket.socket = getattr(attached, "_sock", attached)
             try:
-                state = cont.wait(timeout=lim.wall_time_s)
-                exit_code = state.get("StatusCode")
-            except Exception:  # the SDK's read timeout: the wall-clock limit ran out
+                cont.start()
+                connection.sendall(job_input(code, seed, spec, lim))
+                connection.shutdown(socket.SHUT_WR)
+                out, err, timed_out, overflow, began = read_frames(
+                    connection, time.monotonic(), lim.wall_time_s, budget
+                )
+                duration = (time.monotonic() - began) * 1000
+                if timed_out or overflow:
+                    # Killed while its attach stream is drained: the engine's kill waits until the output it
+                    # holds is copied, so a flood nobody reads any more kept the kill hanging for minutes.
+                    killer = threading.Thread(target=_kill, args=(cont,), daemon=True)
+                    killer.start()
+                    drain(connection, SETTLE_S)
+                    killer.join(SETTLE_S)
+            finally:
+                connection.close()
+            try:
+                # A job may close its output and go on running: it still has the rest of its wall time.
+                state = cont.wait(timeout=max(0.0, began + lim.wall_time_s - time.monotonic()) + SETTLE_S)
+            except Exception:  # the SDK's read timeout: it did not end in time
                 timed_out = True
-                exit_code = None
                 cont.kill()
-            duration = (time.monotonic() - t0) * 1000
-            out = cont.logs(stdout=True, stderr=False)
-            err = cont.logs(stdout=False, stderr=True)
+                state = cont.wait(timeout=SETTLE_S)
+            exit_code = None if timed_out else state.get("StatusCode")
             cont.reload()
             oom = bool(cont.attrs.get("State", {}).get("OOMKilled"))
-        except Exception as e:
+        except Exception as e:  # the SDK raises its own errors and requests' alike
             raise JobFailed(f"docker job failed: {e}") from None
         finally:
             with contextlib.suppress(Exception):
-                cont.remove(force=True)
+                cont.remove(force=True, v=True)  # with its anonymous volumes, if the image declares any
         err, report = split_report(err) if spec is not None else (err, None)
-        truncated = len(out) + len(err) > lim.output_bytes
+        truncated = overflow or len(out) + len(err) > lim.output_bytes
         out = out[: lim.output_bytes]
         err = err[: max(0, lim.output_bytes - len(out))]
         stderr = err.decode("utf-8", "replace")

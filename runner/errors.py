@@ -35,6 +35,10 @@ class InvalidRequest(RunnerError):
     """A job request is malformed (bad limits, bad checks, code too large)."""
 
 
+class Unauthorized(RunnerError):
+    """The runner refused the connection: it did not present the runner's token (RUNNER_TOKEN)."""
+
+
 class RunnerConfigError(RunnerError):
     """A setting of the runner (a RUNNER_* variable, a flag, an address) is invalid; the message says how to fix it."""
 
@@ -51,6 +55,7 @@ BY_NAME: dict[str, type[RunnerError]] = {
         RunnerClosed,
         JobFailed,
         InvalidRequest,
+        Unauthorized,
         RunnerConfigError,
     )
 }

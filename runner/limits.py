@@ -7,6 +7,7 @@ for other values per job (``Limits.from_dict``), but never above ``MAXIMUM``.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,8 +20,9 @@ MiB = 1024 * KiB
 
 @dataclass(frozen=True)
 class Limits:
-    # CPU seconds the learner's process may burn (RLIMIT_CPU soft limit;
-    # the hard limit one second later is a SIGKILL).  Threads count together.
+    # CPU seconds the job may burn, all its processes and threads together:
+    # its cgroup's CPU time, watched by the runner.  RLIMIT_CPU backs it up
+    # per process (SIGXCPU, then SIGKILL one second later).
     cpu_time_s: float = 5.0
     # Wall-clock seconds from the start of the job until the runner kills it.
     wall_time_s: float = 10.0
@@ -43,10 +45,17 @@ class Limits:
     code_bytes: int = 128 * KiB
 
     def __post_init__(self) -> None:
+        # Every value reaches a kernel interface (rlimits, cgroup files, mount options) or a byte budget:
+        # NaN and infinity compare false with everything and slip through range checks, so they are refused
+        # here, once, as are bools and strings.  A whole float (JSON's 1e6) is taken as the int it is.
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
-                raise InvalidRequest(f"limit {f.name} must be a positive number, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise InvalidRequest(f"limit {f.name} must be a finite number above 0, got {v!r}")
+            if f.type == "int" and not isinstance(v, int):
+                if not v.is_integer():
+                    raise InvalidRequest(f"limit {f.name} must be a whole number, got {v!r}")
+                object.__setattr__(self, f.name, int(v))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -82,7 +91,8 @@ MAXIMUM = Limits(
     wall_time_s=120.0,
     memory_bytes=4096 * MiB,
     max_processes=256,
-    output_bytes=4 * MiB,
+    output_bytes=1
+    * MiB,  # a result at this ceiling still fits in one protocol frame (6 bytes of JSON per byte at worst)
     file_size_bytes=256 * MiB,
     tmpfs_bytes=512 * MiB,
     open_files=4096,

@@ -3,7 +3,8 @@
 Every pipe the runner reads (a job's stdout, stderr, "done" and report
 pipes, and the zygote's stderr) is a ``Stream``, and all of them are read
 by ``Stream.pump()``: from an event-loop reader while the writers run, and
-once more after they are killed, for what is left in the pipe.
+once more after they are killed, for what is left in the pipe.  A stream
+reads at most its budget and one chunk more, however much is written.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ class Budget:
 class Stream:
     """The read end of a pipe (made non-blocking) and what was kept from it."""
 
-    __slots__ = ("budget", "data", "eof", "fd", "overflow")
+    __slots__ = ("budget", "data", "eof", "fd", "overflow", "taken")
 
     def __init__(self, fd: int, budget: Budget) -> None:
         os.set_blocking(fd, False)
@@ -35,10 +36,16 @@ class Stream:
         self.data = bytearray()
         self.overflow = False  # more arrived than the budget allowed; the rest was dropped
         self.eof = False  # every writer is gone
+        self.taken = 0  # bytes read from the pipe, kept or dropped
 
     def pump(self, reads: int | None = READS_PER_PUMP) -> None:
-        """Take what the pipe holds now: ``reads`` chunks at most (None: until it is empty)."""
-        while not self.eof and (reads is None or reads > 0):
+        """Take what the pipe holds now: ``reads`` chunks at most (None: until it is empty).
+
+        Nothing once the stream has overflowed: reading a flood only to drop it would burn the runner's
+        CPU, outside every job's cgroup, for as long as the writer keeps writing.  The writer blocks on
+        the full pipe instead, and whoever reads the stream ends it (a job that overflows is killed).
+        """
+        while not self.eof and not self.overflow and (reads is None or reads > 0):
             if reads is not None:
                 reads -= 1
             try:
@@ -50,6 +57,7 @@ class Stream:
             if not chunk:
                 self.eof = True
                 return
+            self.taken += len(chunk)
             keep = min(len(chunk), self.budget.left)
             self.data += chunk[:keep]
             self.budget.left -= keep

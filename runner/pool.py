@@ -21,7 +21,7 @@ import socket
 import struct
 import time
 from collections import OrderedDict, deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,7 @@ log = logging.getLogger("runner.pool")
 SETUP_TIMEOUT_S = 15.0  # seconds for a job's sandbox to get ready (not learner time)
 EXIT_REPORT_TIMEOUT_S = 5.0  # seconds for the zygote to report the exit of a job we killed
 DONE_BYTES = 4096  # bytes of the "done" message a job may write (more: not a valid one)
+CPU_CHECK_MIN_S = 0.01  # seconds between two looks at a job's CPU time, at the closest
 REFERENCE_CACHE = 256  # reference solutions' values kept (per solution, seed and expressions)
 
 
@@ -93,19 +94,29 @@ class _Ready:
 class _Job:
     """One job's pipes while it runs, and why it stopped running."""
 
-    def __init__(self, jid: str, limits: Limits, want_report: bool) -> None:
+    def __init__(self, jid: str, limits: Limits, nonce: str | None) -> None:
         self.id = jid
         self.limits = limits
         self.token = secrets.token_hex(8)
         self.ended: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self.streams: list[pipes.Stream] = []
-        self.child_ends: list[int] = []  # the write ends for G: [stdout, stderr, done(, report)]
+        # G's ends: the write ends of [stdout, stderr, done(, report)], and a graded job's nonce pipe's read end.
+        self.child_ends: list[int] = []
         try:
             output = pipes.Budget(limits.output_bytes)  # stdout and stderr together
             self.out = self._pipe(output)
             self.err = self._pipe(output)
             self.done = self._pipe(pipes.Budget(DONE_BYTES))
-            self.report = self._pipe(pipes.Budget(grading.MAX_REPORT)) if want_report else None
+            self.report = self._pipe(pipes.Budget(grading.MAX_REPORT)) if nonce is not None else None
+            if nonce is not None:
+                # The nonce waits in a pipe, not in the job's spec: extraction reads it only once the learner's
+                # code has ended, so no frame or object of that code ever holds it (grading.py).
+                r, w = os.pipe2(os.O_CLOEXEC)
+                try:
+                    os.write(w, nonce.encode("ascii"))
+                finally:
+                    os.close(w)
+                self.child_ends.append(r)
         except OSError:
             self.close()
             raise
@@ -133,16 +144,29 @@ class _Job:
 
     def on_readable(self, stream: pipes.Stream) -> None:
         stream.pump()
-        if stream.eof:
+        if stream.eof or stream.overflow:  # an overflowed stream is never read again (pipes.Stream.pump)
             asyncio.get_running_loop().remove_reader(stream.fd)
-        if self.truncated:
+        if stream.overflow:
+            # Any stream: stdout and stderr share the output budget; "done" and the report have their own,
+            # and a job flooding them ends as one flooding its output does.
             self.end("output_limit")
-        elif stream is self.done and self.said_done() is not None:
+        elif stream is self.done and not self.graded and self.said_done() is not None:
             self.end("done")
 
     @property
+    def graded(self) -> bool:
+        """A graded job ends at its process's real exit: its "done" could be written by the learner's code."""
+        return self.report is not None
+
+    @property
     def truncated(self) -> bool:
+        """Its output (stdout + stderr) reached the output limit."""
         return self.out.overflow or self.err.overflow
+
+    @property
+    def flooded(self) -> bool:
+        """It wrote more than allowed on "done" or the report."""
+        return self.done.overflow or (self.report is not None and self.report.overflow)
 
     def said_done(self) -> Message | None:
         """The exit the job reported on its "done" pipe, as an exit message (None: not yet)."""
@@ -159,6 +183,42 @@ class _Job:
         if self.report is None:
             return None
         return b"" if self.report.overflow else bytes(self.report.data)
+
+
+class _CpuWatch:
+    """Ends a job ("cpu_limit") once its cgroup has used its CPU limit, whatever the number of its processes.
+
+    RLIMIT_CPU stays set, but counts each process apart; this counts the cgroup.  The job cannot gain more
+    than ``cores`` CPU seconds per second, so the first look comes when it could first be over, and each
+    next one when the rest of its budget could first be spent: a few looks per job that runs that long.
+    """
+
+    def __init__(
+        self, cg: cgroups.JobCgroup, start: float | None, limit_s: float, cores: float, end: Callable[[str], None]
+    ) -> None:
+        self._cg, self._start, self._limit, self._cores, self._end = cg, start, limit_s, cores, end
+        self._handle: asyncio.TimerHandle | None = None
+        if start is not None:
+            self._handle = asyncio.get_running_loop().call_later(limit_s / cores, self._check)
+
+    def used(self) -> float | None:
+        """CPU seconds the job's cgroup used since it started (None: not measurable here)."""
+        now = self._cg.cpu_usage_s()
+        return None if now is None or self._start is None else max(0.0, now - self._start)
+
+    def _check(self) -> None:
+        used = self.used()
+        if used is None:
+            return
+        left = self._limit - used
+        if left <= 0:
+            self._end("cpu_limit")
+        else:
+            self._handle = asyncio.get_running_loop().call_later(max(left / self._cores, CPU_CHECK_MIN_S), self._check)
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
 
 
 class Pool:
@@ -185,8 +245,12 @@ class Pool:
         self._prepare_tasks: set[asyncio.Task[None]] = set()
         self._cells: asyncio.Queue[cgroups.JobCgroup] = asyncio.Queue()
         self._recycling: set[asyncio.Task[None]] = set()
+        # Each running job gets a lane: CPUs of its own (cgroups.cpu_lanes), decided at start.
+        self._lanes: list[str] = []
+        self._free_lanes: list[int] = []
         self.pids_limit_proven = False
         self.jobs_done = 0
+        self.job_bytes_read = 0  # bytes read from jobs' pipes, kept or dropped
 
     # --- lifecycle -------------------------------------------------------
     async def start(self) -> Pool:
@@ -198,6 +262,8 @@ class Pool:
         self.tree = cgroups.CgroupTree.create(self._target_ready + 2 * self.config.size)
         for cell in self.tree.slots:
             self._cells.put_nowait(cell)
+        self._lanes = cgroups.cpu_lanes(sorted(os.sched_getaffinity(0)), self.config.size)
+        self._free_lanes = list(reversed(range(len(self._lanes))))
         self._started = True
         try:
             await self._start_zygote()
@@ -267,8 +333,10 @@ class Pool:
             "running": self._slots.running,
             "waiting": self._slots.waiting,
             "jobs_done": self.jobs_done,
+            "job_bytes_read": self.job_bytes_read,
             "torch": self.zygote.torch_version if self.zygote else None,
             "cgroup_version": self.tree.layout.version if self.tree else None,
+            "cpu_lanes": self._lanes,
             "pids_limit_proven": self.pids_limit_proven,
             "zygote_pid": self.zygote.proc.pid if self.zygote and self.zygote.proc else None,
         }
@@ -430,16 +498,21 @@ class Pool:
         sup, exit_fut = ready.sup, ready.exit_fut
         job: _Job | None = None
         started_at = ended_at = 0.0
+        cpu_s: float | None = None
+        # There is always a free lane: no more jobs run at once than there are lanes (the slots see to it).
+        lane = self._free_lanes.pop() if self._free_lanes else None
         try:
             cg.configure(lim)
-            job = _Job(ready.id, lim, want_report=checks_spec is not None)
+            self._pin(cg, lane)
+            nonce = str(checks_spec["nonce"]) if checks_spec is not None else None
+            job = _Job(ready.id, lim, nonce)
             spec_fd = os.memfd_create("job-spec", os.MFD_CLOEXEC)
             try:
                 spec = {
                     "code": code,
                     "limits": lim.to_dict(),
                     "seed": seed,
-                    "checks": checks_spec,
+                    "checks": {"exprs": checks_spec["exprs"]} if checks_spec is not None else None,
                     "done_token": job.token,
                 }
                 os.write(spec_fd, json.dumps(spec).encode())
@@ -454,21 +527,25 @@ class Pool:
             for stream in job.streams:
                 loop.add_reader(stream.fd, job.on_readable, stream)
             started_at = time.monotonic()
+            cpu_at_start = cg.cpu_usage_s()  # the sandbox's own setup ran in this cgroup too
             end = job.end
             exit_fut.add_done_callback(lambda _: end("exit"))
             timer = loop.call_later(lim.wall_time_s, job.end, "timeout")
+            cpu_watch = _CpuWatch(cg, cpu_at_start, lim.cpu_time_s, self._cores(cg, lane), job.end)
             try:
                 reason = await job.ended
             finally:
                 timer.cancel()
+                cpu_watch.cancel()
             ended_at = time.monotonic()
+            cpu_s = cpu_watch.used()
             # Whatever happened, nothing of this job survives it.
             cg.kill_all(timeout=0)
             exit_msg = exit_fut.result() if exit_fut.done() else None
             said_done = job.said_done()
             if exit_msg is not None and said_done is None:
                 self._raise_setup_error(sup)
-            if exit_msg is None:
+            if exit_msg is None and not job.graded:
                 # Finished by its own account (a crash after that still shows
                 # if the exit is already in; it usually is not yet), or killed.
                 exit_msg = said_done
@@ -485,12 +562,32 @@ class Pool:
                         loop.remove_reader(stream.fd)
                     stream.pump(None)  # the writers are gone (killed): what is left in the pipe
                     stream.close()
+                    self.job_bytes_read += stream.taken
             if not exit_fut.done():
                 exit_fut.add_done_callback(lambda f: f.cancelled() or f.exception())
             self._recycle(cg)
+            if lane is not None:
+                self._free_lanes.append(lane)
         self.jobs_done += 1
-        result = self._result(job, exit_msg, reason == "timeout", (ended_at - started_at) * 1000.0, cg)
+        timed_out = reason in ("timeout", "cpu_limit")
+        result = self._result(job, exit_msg, timed_out, (ended_at - started_at) * 1000.0, cg, cpu_s)
         return result, job.report_bytes()
+
+    def _pin(self, cg: cgroups.JobCgroup, lane: int | None) -> None:
+        if lane is None:
+            return
+        try:
+            cg.pin(self._lanes[lane])
+        except OSError as e:  # a host whose cpuset refuses: the job still has its CPU quota
+            log.warning("cannot pin a job to CPUs %s: %s", self._lanes[lane], e)
+
+    def _cores(self, cg: cgroups.JobCgroup, lane: int | None) -> float:
+        """The most CPU time a job can gain per second of wall time: its quota, else the CPUs it may use."""
+        if cg.cpu_quota_cores is not None:
+            return cg.cpu_quota_cores
+        if lane is not None:
+            return float(len(self._lanes[lane].split(",")))
+        return float(os.cpu_count() or 1)
 
     @staticmethod
     def _raise_setup_error(sup: socket.socket) -> None:
@@ -525,9 +622,17 @@ class Pool:
             return data, pid, uid
 
     @staticmethod
-    def _result(job: _Job, exit_msg: Message, timed_out: bool, duration_ms: float, cg: cgroups.JobCgroup) -> RunResult:
+    def _result(
+        job: _Job,
+        exit_msg: Message,
+        timed_out: bool,
+        duration_ms: float,
+        cg: cgroups.JobCgroup,
+        cpu_s: float | None,
+    ) -> RunResult:
         status_word = int(exit_msg.get("status", 0))
-        cpu_s = float(exit_msg.get("utime", 0.0)) + float(exit_msg.get("stime", 0.0))
+        if cpu_s is None:  # no CPU accounting in the cgroup: what the job's process said of itself
+            cpu_s = float(exit_msg.get("utime", 0.0)) + float(exit_msg.get("stime", 0.0))
         exit_code = sig = None
         if os.WIFSIGNALED(status_word):
             sig = os.WTERMSIG(status_word)
@@ -539,6 +644,7 @@ class Pool:
             sig,
             stderr,
             truncated=job.truncated,
+            flooded=job.flooded,
             timed_out=timed_out,
             oom_killed=cg.oom_killed(),
             cpu_s=cpu_s,

@@ -16,6 +16,11 @@ Responses carry the same id:
 A frame of another version is answered with a ProtocolError response (when it
 has an id) and never acted on.  Several requests may be in flight on one
 connection; responses may come back in any order.
+
+Frames come from peers that may be hostile (any local user can reach a TCP
+listener): a frame is strict JSON (no NaN or Infinity), at most ``MAX_FRAME``
+bytes and ``MAX_DEPTH`` levels of arrays and objects deep.  Anything else is a
+ProtocolError, never an exception the server does not expect.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from .errors import ProtocolError
 
 VERSION = 1
 MAX_FRAME = 8 * 1024 * 1024  # bytes; a result holds at most a few MiB of output
+MAX_DEPTH = 32  # levels of arrays and objects in a frame; a graded request needs about a dozen
 _HEADER = struct.Struct(">I")
 
 
@@ -39,16 +45,48 @@ def encode(msg: dict[str, Any]) -> bytes:
     return _HEADER.pack(len(body)) + body
 
 
-def decode(body: bytes) -> dict[str, Any]:
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse(body: bytes) -> dict[str, Any]:
+    """A frame's body as a JSON object within the bounds above, whatever its version; else ProtocolError."""
     try:
-        msg = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        msg = json.loads(body.decode("utf-8"), parse_constant=_refuse_constant)
+    except RecursionError:  # the decoder's own guard, far deeper than MAX_DEPTH
+        raise ProtocolError(f"frame is nested deeper than {MAX_DEPTH} levels") from None
+    except (UnicodeDecodeError, ValueError) as e:
         raise ProtocolError(f"frame is not UTF-8 JSON: {e}") from None
     if not isinstance(msg, dict):
         raise ProtocolError("frame is not a JSON object")
+    if _deeper_than(msg, MAX_DEPTH):
+        raise ProtocolError(f"frame is nested deeper than {MAX_DEPTH} levels")
+    return msg
+
+
+def check_version(msg: dict[str, Any]) -> dict[str, Any]:
+    """``msg`` if it speaks this protocol's version; else ProtocolError."""
     if msg.get("v") != VERSION:
         raise ProtocolError(f"unsupported protocol version {msg.get('v')!r}; this runner speaks v{VERSION}")
     return msg
+
+
+def decode(body: bytes) -> dict[str, Any]:
+    return check_version(parse(body))
+
+
+def _deeper_than(value: object, limit: int) -> bool:
+    """Whether arrays and objects nest more than ``limit`` levels (iterative: no recursion to exhaust)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
 
 
 async def read_frame(reader: asyncio.StreamReader) -> dict[str, Any] | None:

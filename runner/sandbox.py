@@ -24,8 +24,9 @@ sandboxed interpreter takes seconds) yet get namespaces of its own:
 
 2. **Each job** (``enter_job()`` below, run by the zygote's forked child):
    a pid namespace of its own (a tiny init is pid 1, the learner is pid 2),
-   its own mount namespace with a fresh /proc, tmpfs working dir, /tmp and
-   /dev/shm (all thrown away with the namespace), its own net and ipc
+   its own mount namespace with a fresh /proc, its own devpts (a few
+   terminals), tmpfs working dir, /tmp and /dev/shm (all thrown away with
+   the namespace), its own net and ipc
    namespaces, rlimits, every capability dropped, the stricter seccomp
    filter, stdin on /dev/null and no inherited descriptors.  The runner
    puts it in a cgroup (pids + memory) before it runs a single learner line.
@@ -422,11 +423,15 @@ def host_problems(cfg: SandboxConfig) -> list[str]:
 
 def enter_job(limits: Limits) -> int:
     """In a freshly forked job process (pid 2 of its own pid namespace):
-    private mount, net and ipc namespaces; a fresh /proc; per-job tmpfs."""
+    private mount, net and ipc namespaces; a fresh /proc and devpts; per-job tmpfs."""
     unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC)
     mount(None, "/", None, MS_REC | MS_PRIVATE)
-    # A /proc of this pid namespace: the job sees only itself and its init.
-    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    # A /proc of this pid namespace (the job sees only itself and its init) with nothing but the processes
+    # (subset=pid, Linux 5.8+): no kernel command line or config, boot_id, host-wide load, memory or mounts.
+    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, JOB_PROC_OPTIONS)
+    # Terminals of its own (/dev/ptmx is bwrap's symlink to pts/ptmx): the zygote's devpts would let
+    # concurrent jobs open each other's terminals, and every instance draws on the host's kernel.pty.max.
+    mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, f"newinstance,ptmxmode=0666,mode=0600,max={JOB_PTYS}")
     uid, gid = os.getuid(), os.getgid()
     size = int(limits.tmpfs_bytes)
     for target, mode in JOB_TMPFS:
@@ -441,6 +446,9 @@ def enter_job(limits: Limits) -> int:
 
 
 JOB_TMPFS = ((WORKDIR, "0755"), ("/tmp", "1777"), ("/dev/shm", "1777"))
+# hidepid: a process the job cannot ptrace (its init) is not even listed.
+JOB_PROC_OPTIONS = "subset=pid,hidepid=invisible"
+JOB_PTYS = 4  # pseudo-terminals a job may hold at once (no lesson needs one; a library might open one)
 
 
 def send_credentials(sock: socket.socket, payload: bytes = b"hello") -> None:
@@ -512,3 +520,7 @@ def set_rlimits(limits: Limits) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_MEMLOCK, (0, 0))
     resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))
+    # No real-time scheduling and no nice below the default, whatever the runner was started with: a
+    # SCHED_FIFO loop would starve the host, outside anything the cgroups' CPU quota sees in time.
+    resource.setrlimit(resource.RLIMIT_RTPRIO, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NICE, (0, 0))

@@ -2,13 +2,16 @@
 
 The pool runs these through its own sandbox before it serves anyone (``prove_isolation``), and refuses
 to start, saying how to fix the host, if a probe job could reach the network, the host's loopback or
-Unix sockets, a file planted on the host, /root, capabilities, or the host's pid namespace, or if the
-pids limit does not bind.  The fork test is BOUNDED (40 tries against a limit of 8), never a real bomb.
+Unix sockets, a file planted on the host, /root, capabilities, the host's pid namespace, more of /proc
+than its own processes or another job's terminals, if its seccomp filter is not the allow list, or if the
+pids limit does not bind.  The fork test is BOUNDED (40 tries against
+a limit of 8), never a real bomb.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import secrets
 import socket
@@ -30,7 +33,7 @@ async def prove_isolation(backend: Backend, python: str, stderr_tail: Callable[[
         raise SandboxUnavailable(
             f"the sandbox cannot run a trivial snippet: {res.status} {res.stderr[-800:]} {stderr_tail()}"
         )
-    with _probe_targets() as targets:
+    with _probe_targets(plant_beside(sandbox.package_dir(), sandbox.python_binds(python))) as targets:
         res = await backend.run(PROBE.format(port=targets.port, planted=targets.planted, unix=targets.unix))
     try:
         facts = json.loads(res.stdout.strip().splitlines()[-1])
@@ -62,15 +65,29 @@ class _Targets:
     unix: str  # a Unix socket listening on the host
 
 
+def plant_beside(package: str, bound: list[str]) -> Path | None:
+    """Where to plant the probe's file: beside the runner package, the host folder a leak would most likely
+    show, unless that folder is bound into the sandbox on purpose (a package installed in the venv's
+    site-packages is: it holds torch). Then a plant there would be seen by design, a false alarm. Pure."""
+    folder = str(Path(package).parent)
+    if any(folder == b or folder.startswith(b.rstrip("/") + "/") for b in bound):
+        return None
+    return Path(folder)
+
+
 @contextlib.contextmanager
-def _probe_targets() -> Iterator[_Targets]:
+def _probe_targets(beside: Path | None) -> Iterator[_Targets]:
     """What a probe job must not reach, set up on the host for the length of the probe."""
     tmp = Path(tempfile.mkdtemp(prefix="coursebot-probe-"))
-    planted = Path(sandbox.package_dir()).parent / f".coursebot-probe-{secrets.token_hex(6)}"
-    try:
-        planted.write_text("secret")
-    except OSError:
-        planted = tmp / "planted"
+    planted = tmp / "planted"
+    if beside is not None:
+        candidate = beside / f".coursebot-probe-{secrets.token_hex(6)}"
+        try:
+            candidate.write_text("secret")
+            planted = candidate
+        except OSError:  # not ours to write: the temporary folder will do
+            pass
+    if planted.parent == tmp:
         planted.write_text("secret")
     unix_path = str(tmp / "probe.sock")
     with (
@@ -109,8 +126,19 @@ def probe_failures(facts: dict[str, Any], allowed_root: set[str]) -> list[str]:
         failures.append("no_new_privs or seccomp is not in force for jobs")
     if int(st.get("CapEff", "1"), 16) != 0 or int(st.get("CapBnd", "1"), 16) != 0:
         failures.append("a job still holds capabilities")
-    if facts.get("pids") != ["1", "2"]:
+    # Its init (pid 1) is not dumpable, so hidepid keeps it out of the listing: the job sees itself only.
+    if facts.get("pids") != ["2"]:
         failures.append(f"a job's pid namespace is not its own: {facts.get('pids')}")
+    if facts.get("proc") != ["self", "thread-self"]:
+        failures.append(
+            f"a job's /proc shows more than its processes: {facts.get('proc')} (needs Linux 5.8+: subset=pid)"
+        )
+    if facts.get("pts") != ["ptmx"]:
+        failures.append(f"a job's terminals are not its own: /dev/pts has {facts.get('pts')}")
+    if facts.get("personality") != [-1, errno.ENOSYS]:
+        failures.append(
+            f"the job's seccomp filter is not an allow list (personality() gave {facts.get('personality')})"
+        )
     if facts.get("env"):
         failures.append(f"the job's environment leaks: {facts['env']}")
     return failures
@@ -138,6 +166,11 @@ facts["root"] = sorted(os.listdir("/root")) if os.path.isdir("/root") else []
 facts["status"] = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
 facts["status"] = {{k: facts["status"][k].strip() for k in ("Uid", "NoNewPrivs", "Seccomp", "CapEff", "CapBnd")}}
 facts["pids"] = sorted(p for p in os.listdir("/proc") if p.isdigit())
+facts["proc"] = sorted(p for p in os.listdir("/proc") if not p.isdigit())
+facts["pts"] = sorted(os.listdir("/dev/pts"))
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+facts["personality"] = [libc.personality(0xFFFFFFFF), ctypes.get_errno()]  # a query; not on the allow list
 facts["env"] = sorted(k for k in os.environ if "TOKEN" in k or "SECRET" in k or "PASSWORD" in k)
 print(json.dumps(facts))
 """

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import hmac
 import json
 import logging
 import os
@@ -21,11 +23,15 @@ from typing import Any
 from . import protocol
 from .backend import Backend
 from .config import UnixAddress, parse_address
-from .errors import InvalidRequest, ProtocolError, RunnerError
+from .errors import InvalidRequest, ProtocolError, RunnerConfigError, RunnerError, Unauthorized
 from .grading import ExerciseChecks
 from .limits import DEFAULT
 
 log = logging.getLogger("runner.service")
+
+HELLO_TIMEOUT_S = 10.0  # seconds a TCP peer has to present the token
+HELLO_MAX_BYTES = 4096  # bytes of the first frame on a TCP connection, read before the peer is known
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 # Variables that must never reach the runner (it only needs PATH and LANG).
 SECRET_ENV = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|PRIVATE|AUTH", re.I)
@@ -43,11 +49,21 @@ Reply = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 class Service:
-    def __init__(self, backend: Backend) -> None:
+    """Serves a backend on Unix sockets (guarded by their file mode, 0600) and TCP (guarded by ``token``).
+
+    Every TCP connection must open with ``{"op": "hello", "token": ...}`` carrying the runner's token
+    (RUNNER_TOKEN); anything else is refused, logged, and the connection closed.  The token is a shared
+    secret sent in clear text: TCP is for a runner on a private network, never on an open one.
+    """
+
+    def __init__(self, backend: Backend, token: str | None = None) -> None:
         self.backend = backend
+        self._token = token
         self._servers: list[asyncio.Server] = []
 
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def handle(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, authenticate: bool = False
+    ) -> None:
         lock = asyncio.Lock()
         tasks: set[asyncio.Task[None]] = set()
 
@@ -57,6 +73,8 @@ class Service:
                     await protocol.write_frame(writer, msg)
 
         try:
+            if authenticate and not await self._hello(reader, reply, writer.get_extra_info("peername")):
+                return
             while True:
                 try:
                     header = await reader.readexactly(4)
@@ -76,17 +94,17 @@ class Service:
                     body = await reader.readexactly(n)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     break
+                # A frame that is not a request (not JSON, too deep, another version) is answered and never
+                # acted on; the framing is intact, so the connection goes on with the next one.
                 try:
-                    raw = json.loads(body.decode("utf-8"))
-                except (UnicodeDecodeError, ValueError):
-                    await reply({"id": None, "ok": False, "error": _err(ProtocolError("frame is not UTF-8 JSON"))})
-                    break
-                rid = raw.get("id") if isinstance(raw, dict) else None
-                try:
-                    msg = protocol.decode(body)
+                    raw = protocol.parse(body)
                 except ProtocolError as e:
-                    # Wrong version (or not an object): answered, never acted on.
-                    await reply({"id": rid, "ok": False, "error": _err(e)})
+                    await reply({"id": None, "ok": False, "error": _err(e)})
+                    continue
+                try:
+                    msg = protocol.check_version(raw)
+                except ProtocolError as e:
+                    await reply({"id": raw.get("id"), "ok": False, "error": _err(e)})
                     continue
                 t = asyncio.ensure_future(self._answer(msg, reply))
                 tasks.add(t)
@@ -97,6 +115,38 @@ class Service:
             with contextlib.suppress(Exception):
                 writer.close()
                 await writer.wait_closed()
+
+    async def _hello(self, reader: asyncio.StreamReader, reply: Reply, peer: object) -> bool:
+        """Whether the connection's first frame is a hello with the token; a refusal is answered and logged."""
+        rid = None
+        try:
+            header = await asyncio.wait_for(reader.readexactly(4), HELLO_TIMEOUT_S)
+            n = int.from_bytes(header, "big")
+            if n > HELLO_MAX_BYTES:
+                reason = f"a first frame of {n} bytes"
+            else:
+                msg = protocol.decode(await asyncio.wait_for(reader.readexactly(n), HELLO_TIMEOUT_S))
+                rid = msg.get("id")
+                token = msg.get("token")
+                if msg.get("op") != "hello":
+                    reason = f"no hello first (op {str(msg.get('op'))[:40]!r})"
+                elif not isinstance(token, str) or self._token is None:
+                    reason = "no token"
+                elif not hmac.compare_digest(token.encode(), self._token.encode()):
+                    reason = "a wrong token"
+                else:
+                    await reply({"id": rid, "ok": True, "result": {"hello": True}})
+                    return True
+        except TimeoutError:
+            reason = f"no hello within {HELLO_TIMEOUT_S:.0f} s"
+        except (asyncio.IncompleteReadError, ConnectionError):
+            reason = "the connection closed before a hello"
+        except ProtocolError as e:
+            reason = f"a malformed hello ({e})"
+        log.warning("refused a connection from %s: %s", _peer(peer), reason)
+        error = Unauthorized("this runner needs its token (RUNNER_TOKEN) in a hello first")
+        await reply({"id": rid, "ok": False, "error": _err(error)})
+        return False
 
     async def _answer(self, msg: dict[str, Any], reply: Reply) -> None:
         rid = msg.get("id")
@@ -117,6 +167,8 @@ class Service:
         op = msg.get("op")
         if op == "ping":
             return {"pong": True}
+        if op == "hello":  # a connection already trusted (a Unix socket, or a TCP one after its hello)
+            return {"hello": True}
         if op == "info":
             return {"protocol": protocol.VERSION, "limits": DEFAULT.to_dict(), **self.backend.stats()}
         if op == "run":
@@ -149,9 +201,19 @@ class Service:
             finally:
                 os.umask(old)
         else:
-            if where.host not in ("127.0.0.1", "localhost", "::1"):
-                log.warning("listening on %s: the runner protocol has no authentication", where.host)
-            server = await asyncio.start_server(self.handle, where.host, where.port)
+            if self._token is None:
+                raise RunnerConfigError(
+                    f"listening on {where} needs RUNNER_TOKEN, the secret every TCP connection must present "
+                    "(any local user can reach a TCP port); or serve on a Unix socket (--socket PATH)"
+                )
+            if where.host not in LOOPBACK:
+                log.warning(
+                    "listening on %s beyond this machine: the token travels unencrypted, keep it on a private network",
+                    where,
+                )
+            server = await asyncio.start_server(
+                functools.partial(self.handle, authenticate=True), where.host, where.port
+            )
         self._servers.append(server)
 
     def addresses(self) -> list[str]:
@@ -170,15 +232,25 @@ class Service:
         self._servers.clear()
 
 
+def _peer(peer: object) -> str:
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        return f"{peer[0]}:{peer[1]}"
+    return str(peer)
+
+
 def _err(e: BaseException) -> dict[str, str]:
     return {"type": type(e).__name__ if isinstance(e, RunnerError) else "RunnerError", "message": str(e)}
 
 
 async def serve_forever(
-    backend: Backend, addresses: list[str], ready_line: bool = True, watch_stdin: bool = False
+    backend: Backend,
+    addresses: list[str],
+    ready_line: bool = True,
+    watch_stdin: bool = False,
+    token: str | None = None,
 ) -> None:
-    """Listen until SIGTERM/SIGINT (or stdin closing, when watched)."""
-    service = Service(backend)
+    """Listen until SIGTERM/SIGINT (or stdin closing, when watched); TCP connections must present ``token``."""
+    service = Service(backend, token)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

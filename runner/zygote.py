@@ -31,7 +31,7 @@ normally.
 Messages on the control socket (JSON):
 
     runner -> zygote  {"op": "spawn", "job": ID, "tmpfs_bytes": N}  + fds [sup]
-    runner -> G       {"op": "job", "report": BOOL} + fds [spec, stdout, stderr, done(, report)]
+    runner -> G       {"op": "job", "report": BOOL} + fds [spec, stdout, stderr, done(, report, nonce)]
                       {"op": "ping"}
     zygote -> runner  {"op": "ready", "torch": VERSION}
                       {"op": "spawned", "job": ID} | {"op": "spawn_failed", "job": ID, "error": MSG}
@@ -71,12 +71,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import grading, hugepages, nsinit, sandbox, seccomp
-from .limits import Limits
+from .limits import MAXIMUM, Limits
 
 SNIPPET = "<snippet>"
 MAX_FDS = 8
 DONE_FD = 3  # the learner process says "finished, exit code N" here
-REPORT_FD = 4  # graded runs: the extracted values (see grading.py)
+REPORT_FD = grading.REPORT_FD  # graded runs: the extracted values (see grading.py)
+NONCE_FD = grading.NONCE_FD  # graded runs: the report's nonce, read only after the learner's code ended
 
 
 def recv_msg(sock: socket.socket, bufsize: int = 65536) -> tuple[dict[str, Any] | None, list[int]]:
@@ -194,8 +195,12 @@ def _exit_code_of(e: SystemExit) -> int:
     return 1
 
 
-def run_snippet(source: str, checks: dict[str, Any] | None, report_fd: int | None) -> int:
-    """Run learner code in a fresh __main__; returns the exit code."""
+def run_snippet(source: str, checks: dict[str, Any] | None, report_fd: int | None, nonce_fd: int | None = None) -> int:
+    """Run learner code in a fresh __main__; returns the exit code.
+
+    A graded run's ``checks`` hold the expressions' trees only: the nonce waits on ``nonce_fd`` and is read
+    by extraction, so nothing the learner's code can reach holds it (see grading.py).
+    """
     linecache.cache[SNIPPET] = (len(source), None, source.splitlines(True), SNIPPET)
     main = types.ModuleType("__main__")
     main.__dict__["__builtins__"] = builtins
@@ -223,7 +228,7 @@ def run_snippet(source: str, checks: dict[str, Any] | None, report_fd: int | Non
     # Graded checks run only after the code ran to its end: an early exit,
     # an exception or os._exit() leaves no report, which grades as a fail.
     if completed and checks is not None and report_fd is not None:
-        grading.write_report(report_fd, main.__dict__, checks)
+        grading.write_report(report_fd, main.__dict__, checks, nonce_fd)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -298,10 +303,10 @@ def _job_main(sup_fd: int, keep: set[int], tmpfs_bytes: int) -> None:
         if msg is None or msg.get("op") != "job":
             os._exit(113)
         has_report = bool(msg.get("report"))
-        if len(fds) != (5 if has_report else 4):
+        if len(fds) != (6 if has_report else 4):
             raise RuntimeError("job message with the wrong descriptors")
         spec_fd, out_fd, err_fd, done_fd = fds[:4]
-        report_fd = fds[4] if has_report else None
+        report_fd, nonce_fd = (fds[4], fds[5]) if has_report else (None, None)
         with os.fdopen(spec_fd, "rb") as f:
             spec = json.loads(f.read())
         limits = Limits(**spec["limits"])
@@ -310,10 +315,12 @@ def _job_main(sup_fd: int, keep: set[int], tmpfs_bytes: int) -> None:
         os.dup2(devnull, 0)
         os.dup2(out_fd, 1)
         os.dup2(err_fd, 2)
-        # 3 = done, 4 = graded report; everything else closed.  Both are
-        # writable by learner code, which is fine: "done" only lets it end
-        # its own job early, and a report only carries values (grading.py).
-        targets = [(done_fd, DONE_FD)] + ([(report_fd, REPORT_FD)] if report_fd is not None else [])
+        # 3 = done, 4 = graded report, 5 = its nonce; everything else closed.  All are
+        # reachable by learner code, which is fine: "done" only lets it end its own
+        # job early, and a report only carries values (grading.py).
+        targets = [(done_fd, DONE_FD)]
+        if report_fd is not None and nonce_fd is not None:
+            targets += [(report_fd, REPORT_FD), (nonce_fd, NONCE_FD)]
         staged = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64) for fd, _ in targets]
         for fd, (_, target) in zip(staged, targets, strict=False):
             os.dup2(fd, target, inheritable=False)
@@ -331,7 +338,10 @@ def _job_main(sup_fd: int, keep: set[int], tmpfs_bytes: int) -> None:
         sys.__stdout__, sys.__stderr__, sys.__stdin__ = stdout, stderr, stdin  # type: ignore[misc]
         sup.close()
         sup = None
-        status = run_snippet(spec["code"], spec.get("checks"), REPORT_FD if report_fd is not None else None)
+        graded = report_fd is not None
+        status = run_snippet(
+            spec["code"], spec.get("checks"), REPORT_FD if graded else None, NONCE_FD if graded else None
+        )
         try:
             _say_done(status, spec["done_token"])
         except OSError:
@@ -367,6 +377,18 @@ def _warm_up() -> str:
     import torch.nn
     import torch.nn.functional
     import torch.optim
+
+    # An optimizer's first construction imports torch._dynamo (~800 modules, 4-5 s of CPU): lessons build
+    # one in most training loops, so pay it here.  No step and no backward: no thread starts.  The import
+    # wants a cache directory, and the zygote's files are read-only (jobs get a fresh /tmp): it is told to
+    # use /tmp, which exists, so nothing is created.
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = "/tmp"
+    try:
+        optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+        optimizer.zero_grad()
+        del optimizer
+    finally:
+        del os.environ["TORCHINDUCTOR_CACHE_DIR"]
 
     _torch = torch
     # Seeding imports torch's per-device seeding helpers the first time:
@@ -461,6 +483,7 @@ def _spawn(
     try:
         if len(fds) != 1:
             raise RuntimeError(f"spawn needs 1 descriptor, got {len(fds)}")
+        tmpfs_bytes = _tmpfs_bytes(msg.get("tmpfs_bytes"))
         if _threads() != 1:
             raise RuntimeError("zygote is no longer single-threaded; refusing to fork")
         forge.send(b"n")
@@ -480,7 +503,12 @@ def _spawn(
         finally:
             os.close(nsfd)
         if pid == 0:
-            _job_main(fds[0], keep, int(msg.get("tmpfs_bytes") or _DEFAULT_LIMITS.tmpfs_bytes))
+            # The child must never return from here into this loop, whatever fails: it would become a
+            # second zygote with the sandbox's capabilities and no job cgroup.
+            try:
+                _job_main(fds[0], keep, tmpfs_bytes)
+            finally:
+                os._exit(112)
         jobs[pid] = (job, init)
         send_msg(ctl, {"op": "spawned", "job": job})
     except Exception as e:
@@ -491,6 +519,15 @@ def _spawn(
                 os.close(fd)
             except OSError:
                 pass
+
+
+def _tmpfs_bytes(value: object) -> int:
+    """The size of a job's tmpfs mounts, as asked for by the runner: checked here, before any fork."""
+    if value is None:
+        return _DEFAULT_LIMITS.tmpfs_bytes
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAXIMUM.tmpfs_bytes:
+        raise ValueError(f"tmpfs_bytes must be a whole number from 1 to {MAXIMUM.tmpfs_bytes}, got {value!r}")
+    return value
 
 
 def _reap(ctl: socket.socket, jobs: dict[int, tuple[str, int]]) -> None:

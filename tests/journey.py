@@ -82,3 +82,43 @@ async def answer_quiz(learner, last_slide: dict, lesson: Lesson, *, wrong: set[i
             (lambda m: "reply_markup" in m) if last else (lambda m: "poll" in m), since=since
         )
     return poll
+
+
+def data_button(message: dict, start: str) -> dict:
+    """Return the first button of ``message`` whose callback data starts with ``start`` (all such do the same)."""
+    found = [b for b in buttons(message) if b.get("callback_data", "").startswith(start)]
+    assert found and len({b["callback_data"] for b in found}) == 1, (
+        f"{len(found)} buttons with data {start!r}: {[b.get('callback_data') for b in buttons(message)]}"
+    )
+    return found[0]
+
+
+def drill_move(lesson: Lesson, drill_id: str, move: str, arg: int | None = None) -> str:
+    """Return the start of the callback data of a move on a drill (a button on its screen carries the rest)."""
+    return f"dm:{lesson.id}:{drill_id}:{move}:" + (f"{arg}:" if arg is not None else "")
+
+
+async def tap_data_and_wait_edit(learner, message: dict, start: str) -> dict:
+    """Tap the button whose data starts with ``start`` (as a learner taps it: by its text) and wait for the edit."""
+    return await tap_and_wait_edit(learner, message, data_button(message, start)["text"])
+
+
+async def solve_drill(learner, message: dict, lesson: Lesson, drill, order: list[int] | None = None) -> dict:
+    """Solve the drill shown in ``message``: lines tapped in ``order`` (default: the author's), or the right choice."""
+    if drill.kind == "parsons":
+        for piece in order if order is not None else range(len(drill.lines)):
+            message = await tap_data_and_wait_edit(learner, message, drill_move(lesson, drill.id, "p", piece))
+        return await tap_data_and_wait_edit(learner, message, drill_move(lesson, drill.id, "k"))
+    return await tap_data_and_wait_edit(learner, message, drill_move(lesson, drill.id, "c", drill.correct))
+
+
+async def solve_drills(learner, message: dict, lesson: Lesson) -> dict:
+    """Open the drills from a button of ``message``, solve each in turn; return the drill message as last shown."""
+    since = learner.cursor()
+    await learner.tap(message, data_button(message, f"dl:{lesson.id}")["text"])
+    screen = await learner.wait_message(since=since)
+    for index, drill in enumerate(lesson.drills):
+        screen = await solve_drill(learner, screen, lesson, drill)
+        if index + 1 < len(lesson.drills):
+            screen = await tap_data_and_wait_edit(learner, screen, f"dv:{lesson.id}:{lesson.drills[index + 1].id}")
+    return screen

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from bot.content.load import load_valid
 from tests.conftest import LESSONS, LOCALES, answers_recorded
-from tests.journey import answer_quiz, button_texts, position, read_slides, send_and_wait, tap_and_wait_edit
+from tests.journey import (
+    answer_quiz,
+    button_texts,
+    position,
+    read_slides,
+    send_and_wait,
+    solve_drills,
+    tap_and_wait_edit,
+)
 
 COURSE = load_valid(LESSONS, LOCALES).english
 
@@ -27,6 +35,9 @@ async def test_a_learner_takes_all_four_lessons_and_progress_shows_the_course_co
         result = await answer_quiz(ada, last, lesson)
         assert f"{len(lesson.quiz)} of {len(lesson.quiz)} correct" in result["text"]
         assert "Recap" in result["text"]
+        # The lesson is done once its drills are solved too (the runner is off: the author's orders).
+        solved = await solve_drills(ada, result, lesson)
+        assert "Every drill of this lesson is solved." in solved["text"]
         following = COURSE.next_lesson(lesson)
         if following is None:
             assert not any(t.startswith("Next lesson") for t in button_texts(result))
@@ -37,6 +48,8 @@ async def test_a_learner_takes_all_four_lessons_and_progress_shows_the_course_co
     report = await send_and_wait(ada, "/progress")
     assert "4 of 4 lessons done" in report["text"]
     assert f"{COURSE.question_count} of {COURSE.question_count} questions correct (100%)" in report["text"]
+    drills = sum(len(lesson.drills) for lesson in COURSE.lessons)
+    assert f"{drills} of {drills} drills solved." in report["text"]
     assert "The course is complete" in report["text"]
     assert standin.errors() == []
 

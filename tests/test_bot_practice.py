@@ -5,11 +5,15 @@ The bot talks to the real runner (embedded: a separate process, the real sandbox
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from dataclasses import replace
 
 import pytest
 
+from bot import lessontext, mistakes
 from bot.content.load import load_valid
+from bot.i18n import I18n
+from bot.safehtml import visible_text
 from runner.client import RunnerConfig
 from tests.conftest import LESSONS, LOCALES, running
 from tests.journey import button_texts, send_and_wait
@@ -133,3 +137,123 @@ async def test_the_embedded_runner_is_started_with_the_runners_settings(config):
         runner = bot.app.bot_data.services.runner
         assert runner is not None
         assert (runner.info["size"], runner.info["queue"]) == (1, 3)
+
+
+# --- feedback that knows autograd: each likely mistake from a real wrong submission, in every language -----
+
+I18N = I18n(LOCALES)
+CONTENT = load_valid(LESSONS, LOCALES)
+_X = (
+    "import torch\nx = torch.randint(1, 6, (3,)).float()\nx.requires_grad_()\ny = x ** 2\n"
+    "v = torch.tensor([1.0, 0.0, 0.5])\n"
+)
+_W = (
+    "import torch\nw = torch.randint(1, 6, (3,)).float()\nw.requires_grad_()\n"
+    "loss = ((w - 3) ** 2).sum()\nloss.backward()\n"
+)
+# (mistake id, lesson, a wrong submission that makes it, the expression the message names)
+WRONG = [
+    ("no-gradient", "backward", _X + "first = None\n", "x.grad"),
+    (
+        "accumulated",
+        "backward",
+        _X + "y.backward(gradient=v, retain_graph=True)\nfirst = x.grad.clone()\n"
+        "for _ in range(3):\n    y.backward(gradient=v, retain_graph=True)\n",
+        "x.grad",
+    ),
+    ("graph-freed", "backward", _X + "y.backward(gradient=v)\nfirst = x.grad.clone()\ny.backward(gradient=v)\n", ""),
+    ("leaf-in-place", "no-grad", _W + "w -= 0.1 * w.grad\npred = w * 2\n", ""),
+    ("still-tracked", "no-grad", _W + "with torch.no_grad():\n    w -= 0.1 * w.grad\npred = w * 2\n", "pred"),
+]
+
+
+def _as_sent(language: str, mistake_id: str, expr: str) -> str:
+    """The mistake's line as the learner's Telegram shows it (markup gone, right-to-left isolates kept)."""
+    mistake = next(m for m in mistakes.MISTAKES if m.id == mistake_id)
+    with I18N.use(language):
+        return visible_text(lessontext.to_html(mistake.explain(mistakes.Evidence(expr=expr, ratio=2))))
+
+
+async def test_a_failed_attempt_names_the_likely_autograd_mistake_in_every_language(practising_bot, standin):
+    # One bot (and one embedded runner) for all of it: a learner per language makes every mistake in turn.
+    for number, language in enumerate(I18N.languages):
+        learner = standin.learner(user_id=5100 + number, language_code=language.replace("_", "-"))
+        opened = None
+        for mistake_id, lesson_id, code, expr in WRONG:
+            if opened != lesson_id:
+                menu = await send_and_wait(learner, "/lessons")
+                since = learner.cursor()
+                await learner.tap(menu, callback_data=f"p:{lesson_id}")
+                await learner.wait_message(since=since, timeout=10)
+                opened = lesson_id
+            verdict = await send_and_wait(learner, code, lambda m: "reply_markup" in m, timeout=30)
+            said = _as_sent(language, mistake_id, expr)
+            assert "🔎 " + said in verdict["text"], (language, mistake_id, verdict["text"])
+            assert verdict["text"].count("🔎") == 1, (language, verdict["text"])
+        assert await practising_bot.db.exercises_passed(learner.user_id) == set()
+
+
+async def test_a_verdict_with_endless_output_and_every_check_failing_is_still_delivered(practising_bot, standin):
+    ada = standin.learner(user_id=5200)
+    lesson = COURSE.lesson("grad")
+    await _open_practice(ada, standin, lesson)
+    code = "print('é<' * 2000)\n" + lesson.exercise.starter
+    verdict = await send_and_wait(ada, code, lambda m: "reply_markup" in m, timeout=30)
+    assert "Not yet" in verdict["text"] and "cut here" in verdict["text"]
+    assert all(c.fail.split("`")[1] in verdict["text"] for c in lesson.exercise.checks)
+
+
+# Leaving the practice leaves it.
+
+
+async def test_after_leaving_code_is_run_but_no_longer_graded(practising_bot, standin):
+    ada = standin.learner(user_id=5006)
+    intro = await _open_practice(ada, standin, COURSE.lesson("requires-grad"))
+    since = ada.cursor()
+    await ada.tap(intro, "Leave the practice")
+    await ada.wait_message(since=since)
+    # The issue's reproduction: leave, send print(1), and the bot answered "Not yet: ✗ w.is_leaf".
+    plain = await send_and_wait(ada, "print(1)")
+    assert "Not yet" not in plain["text"] and "/lessons" in plain["text"]
+    ran = await send_and_wait(ada, "```python\nprint(1)\n```", timeout=30)
+    assert ran["text"].strip() == "1"
+    assert await practising_bot.db.exercises_passed(5006) == set()
+    await standin.settle()
+    assert rows_of(practising_bot, "SELECT count(*) FROM exercise_attempts") == [(0,)]
+
+
+async def test_a_run_that_comes_back_after_the_learner_left_gets_no_verdict(practising_bot, standin):
+    ada = standin.learner(user_id=5007)
+    lesson = COURSE.lesson("grad")
+    intro = await _open_practice(ada, standin, lesson)
+    since = ada.cursor()
+    await ada.send("import time\ntime.sleep(2)\nprint('slow')\n" + lesson.exercise.starter)
+    await ada.tap(intro, "Leave the practice")
+    left = await ada.wait_message(lambda m: "left the practice" in m.get("text", ""), since=since, timeout=10)
+    output = await ada.wait_message(lambda m: "slow" in m.get("text", ""), since=since, timeout=30)
+    assert "Not yet" not in output["text"] and "reply_markup" not in output
+    assert left["message_id"] < output["message_id"]
+    await standin.settle()
+    assert rows_of(practising_bot, "SELECT count(*) FROM exercise_attempts") == [(0,)]
+
+
+def rows_of(bot, sql: str) -> list[tuple]:
+    with sqlite3.connect(bot.db.path) as conn:
+        found = conn.execute(sql).fetchall()
+    conn.close()
+    return found
+
+
+async def test_each_graded_run_is_a_learning_event_with_its_verdict_and_first_failing_check(practising_bot, standin):
+    ada = standin.learner(user_id=5008)
+    lesson = COURSE.lesson("requires-grad")
+    await _open_practice(ada, standin, lesson)
+    for code in (lesson.exercise.starter, lesson.exercise.solution):
+        await send_and_wait(ada, code, lambda m: "reply_markup" in m, timeout=30)
+    await standin.settle()
+    runs = rows_of(
+        practising_bot,
+        "SELECT language, lesson_id, item_id, verdict, failed_check FROM events WHERE kind = 'run' ORDER BY id",
+    )
+    assert [r[:4] for r in runs] == [("en", lesson.id, "exercise", "failed"), ("en", lesson.id, "exercise", "passed")]
+    assert runs[0][4] in {check.id for check in lesson.exercise.checks} and runs[1][4] is None

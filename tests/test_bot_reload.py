@@ -98,7 +98,7 @@ async def test_a_learner_keeps_their_place_when_slides_are_removed(live_bot, sta
     refreshed = await refreshing
     assert position(refreshed) == (10, 10)
     menu = await send_and_wait(ada, "/start")
-    assert "computational graph — Quick Check to answer" in menu["text"]  # the slides stay read
+    assert "computational graph — Quick Check and drills to finish" in menu["text"]  # the slides stay read
 
 
 async def test_a_changed_catalog_republishes_the_command_menu(live_bot, standin, files):

@@ -57,7 +57,7 @@ async def test_a_double_tap_on_next_moves_one_slide_and_never_errors(bot, standi
     await standin.settle()
     assert position(ada.message(slide["message_id"]))[0] == n + 1
     progress = await bot.db.progress(2002)
-    assert progress[FIRST.id].slide == n  # 0-based: slide n + 1 on screen
+    assert progress[FIRST.id].slide_id == FIRST.slides[n].id  # slide n + 1 on screen
     assert standin.errors() == []  # "message is not modified" was handled, not provoked
 
 
@@ -69,12 +69,13 @@ async def test_a_stale_button_never_skips_an_unread_slide(bot, standin):
     # The old menu's Continue goes to the learner's real place, not to where it was made.
     resumed = await tap_and_wait_edit(ada, stale_menu, "Continue")
     assert position(resumed)[0] == 4
-    # A forged jump far ahead shows the learner's place and says why.
-    query = await ada.tap(slide, callback_data=f"s:{FIRST.id}:11")
-    answer = await ada.wait_callback_answer(query)
-    assert "out of date" in answer.get("text", "")
-    await standin.settle()
-    assert (await bot.db.progress(2003))[FIRST.id].furthest_slide == 3
+    # A forged jump far ahead shows the learner's place and says why; so does a button from before slide ids.
+    for forged in (f"s:{FIRST.id}:{FIRST.slides[11].id}", f"s:{FIRST.id}:11"):
+        query = await ada.tap(slide, callback_data=forged)
+        answer = await ada.wait_callback_answer(query)
+        assert "out of date" in answer.get("text", "")
+        await standin.settle()
+        assert (await bot.db.progress(2003))[FIRST.id].furthest_slide_id == FIRST.slides[3].id
 
 
 @pytest.mark.parametrize(
@@ -96,7 +97,7 @@ async def test_forged_callback_data_is_refused_with_an_answer(bot, standin, forg
     answer = await ada.wait_callback_answer(query)
     assert answer.get("text"), f"{forged!r} got a silent answer"
     await standin.settle()
-    assert (await bot.db.progress(2004))[FIRST.id].furthest_slide == 0
+    assert (await bot.db.progress(2004))[FIRST.id].furthest_slide_id == FIRST.slides[0].id
     assert standin.errors() == []
 
 
@@ -149,7 +150,7 @@ async def test_a_server_error_on_a_reply_gets_an_apology_and_loses_no_progress(b
     answer = await ada.wait_callback_answer(query)
     assert "went wrong" in answer.get("text", "")
     # The failed edit did not move the learner: the same tap works once the server is back.
-    assert (await bot.db.progress(2007))[FIRST.id].slide == 0
+    assert (await bot.db.progress(2007))[FIRST.id].slide_id == FIRST.slides[0].id
     after = await tap_and_wait_edit(ada, slide, "Next")
     assert position(after)[0] == 2
 
@@ -166,7 +167,7 @@ async def test_reset_asks_first_and_cancel_keeps_progress(bot, standin):
     assert button_texts(question) == ["Yes, reset", "Cancel"]
     kept = await tap_and_wait_edit(ada, question, "Cancel")
     assert "Nothing was changed" in kept["text"]
-    assert (await bot.db.progress(2008))[FIRST.id].slide == 2
+    assert (await bot.db.progress(2008))[FIRST.id].slide_id == FIRST.slides[2].id
     question = await send_and_wait(ada, "/reset")
     done = await tap_and_wait_edit(ada, question, "Yes, reset")
     assert "reset" in done["text"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
 from bot import callbacks
@@ -11,25 +13,41 @@ from bot.callbacks import (
     ChooseLanguage,
     ConfirmReset,
     Continue,
+    DrillTap,
     LeavePractice,
     OpenLesson,
+    ResendPoll,
     RetakeMissed,
+    ShowDrill,
     ShowHint,
     ShowMenu,
     ShowSlide,
+    StartDrills,
     StartPractice,
     StartQuiz,
     matches,
 )
 
+
+@dataclass(frozen=True)
+class Numbered(CallbackData, prefix="test-n"):
+    """A payload with a number, as a feature may declare one (no shipped button carries one today)."""
+
+    lesson: str
+    index: int
+
+
 EXAMPLES = [
-    ShowSlide("requires-grad", 0),
-    ShowSlide("no-grad", 12),
+    ShowSlide("requires-grad", "what-autograd-does"),
+    ShowSlide("no-grad", "set-grad-enabled"),
+    Numbered("grad", 0),
+    Numbered("grad", 12),
     OpenLesson("backward"),
     Continue(),
     Continue("lesson"),
     ShowMenu(),
     StartQuiz("grad"),
+    ResendPoll("grad"),
     RetakeMissed("grad"),
     ConfirmReset("yes"),
     ConfirmReset("no"),
@@ -38,6 +56,11 @@ EXAMPLES = [
     LeavePractice("no-grad"),
     ChooseLanguage("pt-br"),
     ChooseLanguage.of(None),
+    StartDrills("grad"),
+    ShowDrill("grad", "step-order"),
+    DrillTap("grad", "step-order", "p", 3, 12),
+    # The longest a drill tap can be: a lesson id and a drill id of their most characters, the highest turn.
+    DrillTap("a" * 32, "b" * 16, "k", 9, 999),
 ]
 
 
@@ -69,13 +92,19 @@ def test_pack_then_unpack_gives_back_the_same_data(data):
 
 
 def test_packed_form_is_prefix_and_fields_joined_by_colons():
-    assert ShowSlide("grad", 3).pack() == "s:grad:3"
+    assert ShowSlide("grad", "leaves-only").pack() == "s:grad:leaves-only"
     assert Continue().pack() == "c:course"
     assert ConfirmReset("yes").pack() == "x:yes"
 
 
-def test_unpacked_slide_is_an_int():
-    assert CallbackData.unpack("s:grad:7").slide == 7
+def test_a_slide_button_names_its_slide_by_id_and_an_old_numbered_one_names_no_slide():
+    assert CallbackData.unpack("s:grad:leaves-only").slide == "leaves-only"
+    # Buttons from before slide ids carried a position; it reads as an id no lesson has.
+    assert CallbackData.unpack("s:grad:7") == ShowSlide("grad", "7")
+
+
+def test_unpacked_number_field_is_an_int():
+    assert CallbackData.unpack("test-n:grad:7").index == 7
 
 
 def test_prefixes_are_unique():
@@ -91,7 +120,7 @@ def test_a_subclass_reusing_a_prefix_is_refused():
 
 
 def test_data_over_64_bytes_is_refused_at_pack_asking_for_shorter_ids():
-    data = ShowSlide("a" * 40, 10**39)  # each field is valid alone; together 83 bytes
+    data = ShowSlide("a" * 40, "b" * 40)  # each field is valid alone; together 83 bytes
     with pytest.raises(ValueError) as caught:
         data.pack()
     message = str(caught.value)
@@ -107,9 +136,9 @@ def test_an_id_callbacks_cannot_carry_is_refused_at_pack_asking_to_shorten_it(le
     assert "shorten the id" in str(caught.value)
 
 
-def test_a_negative_slide_is_refused_at_pack():
+def test_a_negative_number_is_refused_at_pack():
     with pytest.raises(ValueError):
-        ShowSlide("grad", -1).pack()
+        Numbered("grad", -1).pack()
 
 
 @pytest.mark.parametrize(
@@ -123,11 +152,11 @@ def test_a_negative_slide_is_refused_at_pack():
         "s:grad:1:2",  # too many fields
         "c",  # a field missing
         "c:",  # an empty field
-        "s:grad:one",  # a slide that is not a number
-        "s:grad:-1",
+        "test-n:grad:one",  # a number that is not one
+        "test-n:grad:-1",
         "s:grad:1.5",
         "s:grad: 1",
-        "s:grad:١",  # an Arabic-Indic digit
+        "test-n:grad:١",  # an Arabic-Indic digit
         "l:урок",  # non-ASCII
         "l:grad✓",
         "l:Grad",

@@ -84,14 +84,14 @@ def test_lint_of_the_real_lessons_exits_zero_with_a_summary_and_the_coverage_of_
     result = cli("lint", "lessons", "--strict")
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == "ok: 4 lessons, 53 slides, 12 questions"
+    assert lines[0] == "ok: 4 lessons, 53 slides, 12 questions, 12 drills"
     assert lines[1].startswith("translation coverage")
     coverage = [line for line in lines[2:] if not line.startswith("warning: ")]
     shipped = sorted(p.parent.parent.name for p in (ROOT / "locales").glob("*/LC_MESSAGES/messages.po"))
     assert [line.split()[0] for line in coverage] == [language for language in shipped if language != "en"]
     for line in coverage:
         assert re.fullmatch(
-            r"  \S+ +slides 53/53 \(100%\), questions 12/12 \(100%\), exercises 4/4 \(100%\), "
+            r"  \S+ +slides 53/53 \(100%\), questions 12/12 \(100%\), exercises 4/4 \(100%\), drills 12/12 \(100%\), "
             r"lesson texts 14/14 \(100%\), UI messages (\d+)/\1 \(100%\), out of date 0",
             line,
         ), line
@@ -213,7 +213,7 @@ def test_lint_of_a_broken_copy_prints_file_line_message_and_exits_two(lessons):
     path = lessons / "en" / "03-grad.yaml"
     text = path.read_text(encoding="utf-8")
     text = text.replace("  - id: why-accumulate\n", "  - id: Why\n")
-    text = text.replace("      - text: tensor(12.)\n        correct: true\n", "      - text: tensor(12.)\n")
+    text = text.replace("        text: tensor(12.)\n        correct: true\n", "        text: tensor(12.)\n")
     path.write_text(text, encoding="utf-8")
     result = cli("lint", str(lessons))
     assert result.returncode == 2
@@ -261,6 +261,10 @@ def test_preview_prints_every_slide_poll_and_the_recap_of_a_lesson():
     assert "Poll 1: What does optimizer.zero_grad() do by default in PyTorch 2.x?" in out
     assert "  ✓ Sets each parameter's .grad to None" in out
     assert "Recap" in out and "Clear them every step with zero_grad()" in out
+    # Each drill untouched (its lines as buttons), then solved the author's way, with its explanation.
+    assert "🧩 Drill 1 of 3: put the lines in order" in out and "[ ⇥ opt.step() ]" in out
+    assert "🧩 Drill 3 of 3: predict the output" in out and "It prints:\ntensor(9.)" in out
+    assert "Each backward() adds 3 to .grad: three passes leave 9." in out
     assert "<b>" not in out and "<code>" not in out  # shown as the learner reads it, not as HTML
 
 
@@ -304,7 +308,7 @@ async def test_db_backup_copies_the_database_named_by_coursebot_db(tmp_path):
     source = tmp_path / "data" / "coursebot.sqlite3"
     database = await Database.open(source)
     await database.learner(42, 4242, "en")
-    await database.show_slide(42, "grad", 3, last_slide=12, message_id=None)
+    await database.show_slide(42, "grad", "retain-grad", furthest_slide_id="retain-grad", last=False, message_id=None)
     await database.close()
     target = tmp_path / "backups" / "copy.sqlite3"
     result = cli("db", "backup", str(target), COURSEBOT_DB=str(source))
@@ -312,7 +316,9 @@ async def test_db_backup_copies_the_database_named_by_coursebot_db(tmp_path):
     assert result.stdout == f"backed up {source} to {target}\n"
     with sqlite3.connect(target) as conn:
         assert conn.execute("SELECT user_id, chat_id FROM learners").fetchall() == [(42, 4242)]
-        assert conn.execute("SELECT lesson_id, furthest_slide FROM lesson_progress").fetchall() == [("grad", 3)]
+        assert conn.execute("SELECT lesson_id, furthest_slide_id FROM lesson_progress").fetchall() == [
+            ("grad", "retain-grad")
+        ]
     conn.close()
 
 

@@ -120,8 +120,11 @@ def test_numbers_are_read_from_their_variables():
             COURSEBOT_MAX_RETRIES="0",
             COURSEBOT_CONCURRENT_UPDATES="8",
             COURSEBOT_LOG_LEVEL="debug",
+            COURSEBOT_EVENTS_DAYS="90",
         )
     )
+    assert config.events_days == 90
+    assert Config.from_env(env(COURSEBOT_EVENTS_DAYS="0")).events_days == 0  # keeps none
     assert config.messages_per_second == 12.5
     assert config.max_retries == 0
     assert config.concurrent_updates == 8
@@ -135,6 +138,8 @@ def test_numbers_are_read_from_their_variables():
         ("COURSEBOT_MAX_RETRIES", "1.5"),
         ("COURSEBOT_MAX_RETRIES", "five"),
         ("COURSEBOT_CONCURRENT_UPDATES", "lots"),
+        ("COURSEBOT_EVENTS_DAYS", "a year"),
+        ("COURSEBOT_EVENTS_DAYS", "30.5"),
     ],
 )
 def test_non_numeric_value_is_refused_naming_the_variable(name, raw):
@@ -149,6 +154,7 @@ def test_non_numeric_value_is_refused_naming_the_variable(name, raw):
         ("COURSEBOT_MESSAGES_PER_SECOND", "0"),
         ("COURSEBOT_MAX_RETRIES", "-1"),
         ("COURSEBOT_CONCURRENT_UPDATES", "0"),
+        ("COURSEBOT_EVENTS_DAYS", "-1"),
     ],
 )
 def test_number_below_its_minimum_is_refused_naming_the_variable(name, raw):

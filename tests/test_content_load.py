@@ -9,7 +9,7 @@ import pytest
 
 from bot import lessontext, render
 from bot.content.load import lint, load_valid
-from bot.content.telegram_limits import telegram_length, visible_length
+from bot.content.telegram_limits import OUTPUT_ROOM_MIN, telegram_length, visible_length
 from bot.errors import ContentError
 from bot.i18n import I18n
 
@@ -23,11 +23,15 @@ EXPLANATION = (
     "    explanation: set_to_none=True is the default since PyTorch 2.0. Pass set_to_none=False to get zero tensors.\n"
 )
 OPTIONS = (
-    "      - text: Sets each parameter's .grad to None\n"
+    "      - id: to-none\n"
+    "        text: Sets each parameter's .grad to None\n"
     "        correct: true\n"
-    "      - text: Fills each parameter's .grad with zeros\n"
-    "      - text: Resets the parameters to their initial values\n"
-    "      - text: Resets the learning rate\n"
+    "      - id: to-zeros\n"
+    "        text: Fills each parameter's .grad with zeros\n"
+    "      - id: reset-weights\n"
+    "        text: Resets the parameters to their initial values\n"
+    "      - id: free-graph\n"
+    "        text: Frees the graph of the last forward pass\n"
 )
 
 
@@ -215,12 +219,12 @@ def test_question_length_counts_emoji_as_two(lessons):
 
 
 def test_option_of_100_characters_is_fine(lessons):
-    edit(grad(lessons), "      - text: Fills each parameter's .grad with zeros\n", f"      - text: {'o' * 100}\n")
+    edit(grad(lessons), "        text: Fills each parameter's .grad with zeros\n", f"        text: {'o' * 100}\n")
     assert problems(lessons) == []
 
 
 def test_option_over_100_characters_is_reported_with_its_number(lessons):
-    edit(grad(lessons), "      - text: Fills each parameter's .grad with zeros\n", f"      - text: {'o' * 101}\n")
+    edit(grad(lessons), "        text: Fills each parameter's .grad with zeros\n", f"        text: {'o' * 101}\n")
     path, line = zero_grad_default(lessons)
     assert problems(lessons) == [
         f"{path}:{line}: question 'zero-grad-default': option 2 has 101 characters; Telegram allows 100"
@@ -228,13 +232,17 @@ def test_option_over_100_characters_is_reported_with_its_number(lessons):
 
 
 def test_question_with_one_option_is_reported(lessons):
-    edit(grad(lessons), OPTIONS, "      - text: Sets each parameter's .grad to None\n        correct: true\n")
+    edit(
+        grad(lessons),
+        OPTIONS,
+        "      - id: to-none\n        text: Sets each parameter's .grad to None\n        correct: true\n",
+    )
     path, line = zero_grad_default(lessons)
     assert problems(lessons) == [f"{path}:{line}: question 'zero-grad-default': has 1 options; Telegram allows 2 to 10"]
 
 
 def _options(n: int) -> str:
-    return OPTIONS + "".join(f"      - text: Extra option {i}\n" for i in range(n - 4))
+    return OPTIONS + "".join(f"      - id: extra-{i}\n        text: Extra option {i}\n" for i in range(n - 4))
 
 
 def test_question_with_ten_options_is_fine(lessons):
@@ -301,14 +309,25 @@ def test_a_practice_screen_over_4096_characters_is_reported_at_the_exercise(less
     path = grad(lessons)
     edit(
         path,
-        "    - Clear the gradient once per step, before that step's `backward()`.\n",
-        f"    - Clear the gradient once per step, before that step's `backward()`. {'very ' * 900}\n",
+        '    - "`opt.step()` moves `w` by its `.grad`, so it must come after `loss.backward()`."\n',
+        f'    - "`opt.step()` moves `w` by its `.grad`, so it must come after `loss.backward()`. {"very " * 900}"\n',
     )
     line = line_of(path, "exercise:") + 1  # the exercise's first line
     found = problems(lessons)
     assert len(found) == 1
-    assert found[0].startswith(f"{path}:{line}: exercise: hint 2 renders to ")
+    assert found[0].startswith(f"{path}:{line}: exercise: hint 1 renders to ")
     assert found[0].endswith("characters; Telegram allows 4096")
+
+
+def test_fail_messages_that_leave_a_failed_verdict_too_little_room_for_output_are_reported(lessons):
+    path = grad(lessons)
+    long = "expected {expected}: " + "the order matters, " * 120 + "so mind it."
+    edit(path, "expected {expected}: each pass must clear,", long + " Each pass must clear,")
+    line = line_of(path, "exercise:") + 1
+    found = problems(lessons)
+    assert len(found) == 1, found
+    assert found[0].startswith(f"{path}:{line}: exercise: a verdict with every check failing leaves ")
+    assert found[0].endswith(f"for the learner's output (at least {OUTPUT_ROOM_MIN}); shorten the fail messages")
 
 
 def test_every_practice_screen_of_the_real_lessons_fits_in_every_language():

@@ -177,8 +177,8 @@ def test_unknown_key_at_the_top_of_a_lesson_is_reported(lessons):
     found = problems(lessons)
     assert f"{path}:1: lesson: missing 'summary'" in found
     assert (
-        f"{path}:{line}: lesson: unknown key 'sumary' (expected exercise, id, quiz, recap, slides, summary, title)"
-        in found
+        f"{path}:{line}: lesson: unknown key 'sumary' "
+        "(expected drills, exercise, id, quiz, recap, slides, summary, title)" in found
     )
 
 
@@ -276,8 +276,8 @@ def test_question_with_no_correct_option_is_reported_at_its_options(lessons):
     path = grad(lessons)
     edit(
         path,
-        "      - text: Divide each chunk's loss by 4 before backward()\n        correct: true\n",
-        "      - text: Divide each chunk's loss by 4 before backward()\n",
+        "        text: Divide each chunk's loss by 4\n        correct: true\n",
+        "        text: Divide each chunk's loss by 4\n",
     )
     line = line_of(path, "options:", after="- id: chunk-scaling")
     assert problems(lessons) == [
@@ -289,8 +289,8 @@ def test_question_with_two_correct_options_is_reported_at_its_options(lessons):
     path = grad(lessons)
     edit(
         path,
-        "      - text: Call zero_grad() between the chunks\n",
-        "      - text: Call zero_grad() between the chunks\n        correct: true\n",
+        "        text: Call zero_grad() between the chunks\n",
+        "        text: Call zero_grad() between the chunks\n        correct: true\n",
     )
     line = line_of(path, "options:", after="- id: chunk-scaling")
     assert problems(lessons) == [
@@ -302,8 +302,8 @@ def test_correct_must_be_true_or_false(lessons):
     path = grad(lessons)
     edit(
         path,
-        "      - text: Divide each chunk's loss by 4 before backward()\n        correct: true\n",
-        "      - text: Divide each chunk's loss by 4 before backward()\n        correct: maybe\n",
+        "        text: Divide each chunk's loss by 4\n        correct: true\n",
+        "        text: Divide each chunk's loss by 4\n        correct: maybe\n",
     )
     line = line_of(path, "correct: maybe")
     assert f"{path}:{line}: question 'chunk-scaling', option 1: 'correct' must be true or false" in problems(lessons)
@@ -313,34 +313,82 @@ def test_unknown_option_key_is_reported_at_its_line(lessons):
     path = grad(lessons)
     edit(
         path,
-        "      - text: Multiply the learning rate by 4\n",
-        "      - text: Multiply the learning rate by 4\n        hint: no\n",
+        "        text: Multiply the learning rate by 4\n",
+        "        text: Multiply the learning rate by 4\n        hint: no\n",
     )
     line = line_of(path, "hint: no")
     assert (
-        f"{path}:{line}: question 'chunk-scaling', option 3: unknown key 'hint' (expected correct, text)"
+        f"{path}:{line}: question 'chunk-scaling', option 3: unknown key 'hint' (expected correct, id, text)"
         in problems(lessons)
     )
 
 
-def test_the_correct_option_index_is_the_marked_one(lessons):
+def test_an_english_option_without_an_id_is_reported_at_its_line(lessons):
     path = grad(lessons)
-    edit(path, "      - text: tensor(12.)\n        correct: true\n", "      - text: tensor(12.)\n")
-    edit(path, "      - text: None\n", "      - text: None\n        correct: true\n")
+    edit(path, "      - id: scale-lr\n        text: Multiply", "      - text: Multiply")
+    line = line_of(path, "- text: Multiply")
+    assert problems(lessons) == [f"{path}:{line}: option without an 'id'"]
+
+
+def test_an_english_option_as_plain_text_is_reported_at_its_line(lessons):
+    path = grad(lessons)
+    edit(path, "      - id: scale-lr\n        text: Multiply the learning rate by 4\n", "      - Multiply the rate\n")
+    line = line_of(path, "- Multiply the rate")
+    assert problems(lessons) == [
+        f"{path}:{line}: question 'chunk-scaling': each entry of 'options' must be a mapping with an 'id'"
+    ]
+
+
+def test_a_duplicate_option_id_is_reported_with_the_first(lessons):
+    path = grad(lessons)
+    edit(path, "      - id: scale-lr\n", "      - id: zero-between\n")
+    first = line_of(path, "- id: zero-between")
+    line = line_of(path, "- id: zero-between", after="text: Call zero_grad() between the chunks")
+    assert problems(lessons) == [f"{path}:{line}: duplicate option id 'zero-between' (first at line {first})"]
+
+
+@pytest.mark.parametrize("written", ["No", "Scale_LR", "-scale"])
+def test_an_option_id_that_is_not_lowercase_words_is_refused(lessons, written):
+    path = grad(lessons)
+    edit(path, "      - id: scale-lr\n", f"      - id: {written}\n")
+    line = line_of(path, f"- id: {written}")
+    [found] = problems(lessons)
+    assert found.startswith(f"{path}:{line}: option id ")
+    assert found.endswith("must be lowercase words joined by '-'")
+
+
+def test_options_keep_their_ids_and_the_correct_one_is_the_marked_one(lessons):
+    path = grad(lessons)
+    edit(path, "        text: tensor(12.)\n        correct: true\n", "        text: tensor(12.)\n")
+    edit(path, "        text: None\n", "        text: None\n        correct: true\n")
     content, found = parse(lessons)
     assert found == []
     question = content.english.lesson("grad").question("second-pass")
     assert question.options == ("tensor(12.)", "tensor(6.)", "tensor(0.)", "None")
-    assert question.correct == 3
+    assert question.option_ids == ("twelve", "six", "zero", "no-grad")
+    assert (question.correct, question.correct_id) == (3, "no-grad")
+    assert question.option_text("zero") == "tensor(0.)"
+    assert question.option_text("gone") is None
 
 
 @pytest.mark.parametrize("written", ["6.", "0.10"])
 def test_numeric_looking_option_is_shown_as_written(lessons, written):
     path = grad(lessons)
-    edit(path, "      - text: tensor(6.)\n", f"      - text: {written}\n")
+    edit(path, "        text: tensor(6.)\n", f"        text: {written}\n")
     content, found = parse(lessons)
     assert found == []
     assert content.english.lesson("grad").question("second-pass").options[1] == written
+
+
+def test_a_slide_id_too_long_for_its_buttons_data_is_reported_at_the_slide(lessons):
+    # Back and Next carry the lesson id and the slide id: 2 + 29 + 1 + 33 bytes is one too many.
+    path = grad(lessons)
+    edit(path, "id: grad\n", "id: reading-and-zeroing-gradients\n")
+    edit(path, "  - id: leaves-only\n", "  - id: leaves-only-and-nothing-else-here\n")
+    line = line_of(path, "- id: leaves-only-and-nothing-else-here")
+    [found] = problems(lessons)
+    assert found.startswith(f"{path}:{line}: slide 'leaves-only-and-nothing-else-here': ")
+    assert "65 bytes; Telegram allows 64" in found
 
 
 # Counts.
@@ -676,10 +724,10 @@ def test_partial_translation_leaves_other_lessons_all_english_with_fallback(part
         assert [s.text for s in lesson.slides] == [s.text for s in english.slides]
 
 
-def test_translated_question_takes_the_correct_index_from_english(lessons):
+def test_translated_question_takes_the_correct_answer_and_the_option_ids_from_english(lessons):
     path = grad(lessons)
-    edit(path, "      - text: tensor(12.)\n        correct: true\n", "      - text: tensor(12.)\n")
-    edit(path, "      - text: tensor(0.)\n", "      - text: tensor(0.)\n        correct: true\n")
+    edit(path, "        text: tensor(12.)\n        correct: true\n", "        text: tensor(12.)\n")
+    edit(path, "        text: tensor(0.)\n", "        text: tensor(0.)\n        correct: true\n")
     translate(lessons)
     content, found = parse(lessons)
     assert found == []
@@ -687,6 +735,7 @@ def test_translated_question_takes_the_correct_index_from_english(lessons):
     assert question.fallback is False
     assert question.question == "Чему теперь равен x.grad?"
     assert question.correct == 2
+    assert question.option_ids == ("twelve", "six", "zero", "no-grad")  # by position, in the English order
 
 
 def test_english_course_has_no_fallback(partial):
@@ -713,27 +762,30 @@ def test_language_without_a_folder_is_all_english_with_fallback(partial):
 
 EXERCISE = """\
 exercise:
-  title: Обнули перед повторным использованием
+  title: Шаг обучения по порядку
   instructions: >
-    Исправь цикл так, чтобы `grads` был `[4.0, 4.0]`, а `x.grad` в конце равнялся 4.
+    Исправь цикл: `opt.zero_grad()`, прямой проход, loss, `loss.backward()`, `opt.step()`.
   starter: |
     import torch
-    x = torch.tensor(2.0, requires_grad=True)
-    grads = []
-    for step in range(2):
-        loss = x ** 2
+    x = torch.randint(1, 6, (3,)).float()
+    w = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([w], lr=0.02)
+    losses = []  # значения loss по шагам
+    for step in range(5):
+        pred = w * x
+        loss = ((pred - 2 * x) ** 2).mean()
+        opt.step()
         loss.backward()
-        grads.append(x.grad.item())
-    print(grads)  # должно быть [4.0, 4.0]
+        losses.append(loss.item())
   hints:
-    - "`backward()` прибавляет к `.grad`."
-    - Обнуляй градиент на каждом шаге.
-    - "Поставь `x.grad = None` в начало тела цикла."
+    - "`opt.step()` идёт после `loss.backward()`."
+    - Начинай каждый проход с `opt.zero_grad()`.
+    - "Тело цикла: `opt.zero_grad()`, `pred = w * x`, loss, `loss.backward()`, `opt.step()`."
   checks:
-    - id: grad-value
-      fail: "`x.grad` равен {got}, а нужно 4: ты обнулил градиент перед вторым backward?"
-    - id: grads-per-step
-      fail: "`grads` равен {got}, а нужно [4.0, 4.0]."
+    - id: losses
+      fail: "`losses` равен {got}, а ожидалось {expected}: соблюдай порядок шага."
+    - id: w-trained
+      fail: "`w` равен {got}, а ожидалось {expected}."
 """
 
 
@@ -744,10 +796,10 @@ def test_a_translated_exercise_replaces_the_english_texts_and_keeps_its_checks(l
     english = content.english.lesson("grad").exercise
     ru = content.course("ru").lesson("grad").exercise
     assert ru.fallback is False
-    assert ru.title == "Обнули перед повторным использованием"
-    assert ru.hints[2] == "Поставь `x.grad = None` в начало тела цикла."
-    assert ru.starter.endswith("# должно быть [4.0, 4.0]")
-    assert ru.checks[0].fail.startswith("`x.grad` равен {got}")
+    assert ru.title == "Шаг обучения по порядку"
+    assert ru.hints[1] == "Начинай каждый проход с `opt.zero_grad()`."
+    assert "losses = []  # значения loss по шагам" in ru.starter
+    assert ru.checks[0].fail.startswith("`losses` равен {got}, а ожидалось {expected}")
     assert [(c.id, c.expr, c.kind, c.expect) for c in ru.checks] == [
         (c.id, c.expr, c.kind, c.expect) for c in english.checks
     ]
@@ -763,7 +815,7 @@ def test_a_lesson_without_a_translated_exercise_shows_the_english_one_marked(les
 
 
 def test_translated_starter_code_may_change_only_its_comments(lessons):
-    path = translate(lessons, TRANSLATION + EXERCISE.replace("grads.append(x.grad.item())", "grads.append(x.grad)"))
+    path = translate(lessons, TRANSLATION + EXERCISE.replace("losses.append(loss.item())", "losses.append(loss)"))
     line = line_of(path, "starter: |")
     assert problems(lessons) == [
         f"{path}:{line}: exercise: 'starter' differs from the English code: translate only its comments"
@@ -772,22 +824,32 @@ def test_translated_starter_code_may_change_only_its_comments(lessons):
 
 
 def test_translated_exercise_must_give_every_check_a_message(lessons):
-    text = EXERCISE.split("    - id: grads-per-step")[0]
+    text = EXERCISE.split("    - id: w-trained")[0]
     path = translate(lessons, TRANSLATION + text)
     line = line_of(path, "checks:")
-    assert problems(lessons) == [f"{path}:{line}: exercise: no translated 'fail' for check 'grads-per-step'"]
+    assert problems(lessons) == [f"{path}:{line}: exercise: no translated 'fail' for check 'w-trained'"]
 
 
-def test_translated_fail_message_keeps_got_where_english_has_it(lessons):
-    path = translate(lessons, TRANSLATION + EXERCISE.replace("`grads` равен {got}", "`grads` неверен"))
-    line = line_of(path, "`grads` неверен")
-    assert problems(lessons) == [
-        f"{path}:{line}: check 'grads-per-step': 'fail' must use {{got}} once, as the English does, and no other braces"
-    ]
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (("`losses` равен {got}", "`losses` неверен"), "must use {got}, as the English does"),
+        (
+            ("а ожидалось {expected}: соблюдай", "а ожидалось иное: соблюдай"),
+            "must use {expected}, as the English does",
+        ),
+        (("соблюдай порядок шага.", "соблюдай порядок шага {got}."), "uses {got} more than once"),
+        (("соблюдай порядок шага.", "соблюдай {порядок} шага."), "has braces other than {got} and {expected}"),
+    ],
+)
+def test_translated_fail_message_uses_the_placeholders_english_uses_and_no_other_braces(lessons, change, message):
+    path = translate(lessons, TRANSLATION + EXERCISE.replace(*change))
+    line = line_of(path, "- id: losses") + 1
+    assert problems(lessons) == [f"{path}:{line}: check 'losses': 'fail' {message}"]
 
 
 def test_translated_exercise_with_another_hint_count_is_reported(lessons):
-    path = translate(lessons, TRANSLATION + EXERCISE.replace("    - Обнуляй градиент на каждом шаге.\n", ""))
+    path = translate(lessons, TRANSLATION + EXERCISE.replace("    - Начинай каждый проход с `opt.zero_grad()`.\n", ""))
     line = line_of(path, "hints:")
     assert problems(lessons) == [f"{path}:{line}: exercise: has 2 hints, the English exercise has 3"]
 
@@ -796,6 +858,45 @@ def test_translated_check_that_english_lacks_is_reported(lessons):
     path = translate(lessons, TRANSLATION + EXERCISE + "    - id: extra\n      fail: лишняя\n")
     line = line_of(path, "- id: extra")
     assert problems(lessons) == [f"{path}:{line}: check 'extra' is not in the English exercise"]
+
+
+# The English exercise's checks.
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            ("      expr: losses\n", "      expr: losses.data\n"),
+            "'expr' 'losses.data': a check may read only these attributes",
+        ),
+        (
+            ("      expr: losses\n", "      expr: __import__('os')\n"),
+            "a check reads variables and their tensor attributes",
+        ),
+        (("      expr: losses\n", "      expr: losses =\n"), "is not a Python expression"),
+        (
+            ("      kind: close\n", '      kind: "true"\n'),
+            "'fail' may not use {got}: a 'true' check's value is only False",
+        ),
+        (("`losses` is {got}", "`losses` is {gott}"), "'fail' has braces other than {got} and {expected}"),
+        (("      kind: close\n", "      kind: close\n      expect:\n"), "'expect' is empty"),
+    ],
+)
+def test_an_english_check_is_read_as_the_runner_would_evaluate_it(lessons, change, message):
+    path = lessons / "en" / "03-grad.yaml"
+    text = path.read_text(encoding="utf-8")
+    at = text.index("    - id: losses")
+    path.write_text(text[:at] + text[at:].replace(*change, 1), encoding="utf-8")
+    found = problems(lessons)
+    assert len(found) == 1 and "check 'losses'" in found[0] and message in found[0], found
+
+
+def test_a_check_without_expect_is_compared_with_the_solution(lessons):
+    content, found = parse(lessons)
+    assert found == []
+    checks = content.english.lesson("grad").exercise.checks
+    assert [(c.id, c.expect, c.from_solution) for c in checks] == [("losses", None, True), ("w-trained", None, True)]
 
 
 SLIDE_CODE = """\

@@ -41,8 +41,9 @@ ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 SLIDE_KEYS = {"id", "title", "text", "code", "setup"}
 QUESTION_KEYS = {"id", "question", "options", "explanation"}
-OPTION_KEYS = {"text", "correct"}
-LESSON_KEYS = {"id", "title", "summary", "slides", "quiz", "recap", "exercise"}
+OPTION_KEYS = {"id", "text", "correct"}
+# drills: tests/test_drills_content.py
+LESSON_KEYS = {"id", "title", "summary", "slides", "quiz", "recap", "exercise", "drills"}
 EXERCISE_KEYS = {"title", "instructions", "starter", "hints", "checks", "solution"}
 CHECK_KEYS = {"id", "expr", "kind", "expect", "fail"}
 CHECK_KINDS = ("equal", "close", "shape", "dtype", "true")
@@ -216,11 +217,17 @@ def structure_problems(data: dict) -> list[str]:
         if not OPTIONS_MIN <= len(options) <= OPTIONS_MAX:
             add(f"{at}: {len(options)} options, want {OPTIONS_MIN}-{OPTIONS_MAX}")
         texts = []
+        option_ids: set[str] = set()
         correct = 0
         for opt in options:
             if not isinstance(opt, dict) or set(opt) - OPTION_KEYS:
                 add(f"{at}: bad option {opt!r}")
                 continue
+            if not ID_RE.match(str(opt.get("id"))):
+                add(f"{at}: option {opt.get('text')!r} has a bad id {opt.get('id')!r}")
+            elif opt["id"] in option_ids:
+                add(f"{at}: duplicate option id {opt['id']!r}")
+            option_ids.add(str(opt.get("id")))
             otext = opt.get("text")
             if not one_line(otext):
                 add(f"{at}: option text must be one non-empty line: {otext!r}")
@@ -332,8 +339,7 @@ def exercise_problems(ex) -> list[str]:
             add(f"{at}: kind {kind!r} is not one of {', '.join(CHECK_KINDS)}")
         elif kind == "true" and "expect" in c:
             add(f"{at}: kind true takes no expect")
-        elif kind != "true" and "expect" not in c:
-            add(f"{at}: missing expect")
+        # Without expect, a check compares with what the solution gives on the same random inputs.
         fail = c.get("fail")
         if not one_line(fail):
             add(f"{at}: fail must be one non-empty line")
@@ -341,9 +347,9 @@ def exercise_problems(ex) -> list[str]:
             for p in markup_problems(fail):
                 add(f"{at}: fail: {p}")
             try:
-                fail.format(got="tensor(8.)")
+                fail.format(got="tensor(8.)", expected="tensor(4.)")
             except (KeyError, IndexError, ValueError):
-                add(f"{at}: fail has braces other than {{got}}")
+                add(f"{at}: fail has braces other than {{got}} and {{expected}}")
     return problems
 
 
@@ -370,6 +376,8 @@ def test_structure_check_catches_bad_lessons():
     assert "line breaks" in broken(lambda d: d["quiz"][0].__setitem__("explanation", "a\nb\nc\nd"))
     assert "question is" in broken(lambda d: d["quiz"][0].__setitem__("question", "q" * 301))
     assert "option is" in broken(lambda d: d["quiz"][0]["options"][1].__setitem__("text", "o" * 101))
+    assert "has a bad id" in broken(lambda d: d["quiz"][0]["options"][1].pop("id"))
+    assert "duplicate option id" in broken(lambda d: d["quiz"][0]["options"][1].__setitem__("id", "not-leaf"))
     assert "questions, want" in broken(lambda d: d["quiz"].__delitem__(slice(1, None)))
     assert "bad id" in broken(lambda d: d["slides"][0].__setitem__("id", "Bad_Id"))
     assert "unclosed ` mark" in broken(lambda d: d["slides"][0].__setitem__("text", "a `b"))
@@ -390,7 +398,7 @@ def test_structure_check_catches_bad_lessons():
         lambda d: d["exercise"]["checks"][1].__setitem__("id", d["exercise"]["checks"][0]["id"])
     )
     assert "is not one of" in broken(lambda d: d["exercise"]["checks"][0].__setitem__("kind", "same"))
-    assert "missing expect" in broken(lambda d: d["exercise"]["checks"][0].__setitem__("kind", "close"))
+    assert "takes no expect" in broken(lambda d: d["exercise"]["checks"][0].__setitem__("expect", 1.0))
     assert "not a Python expression" in broken(lambda d: d["exercise"]["checks"][0].__setitem__("expr", "x ="))
     assert "braces other than" in broken(lambda d: d["exercise"]["checks"][0].__setitem__("fail", "{gott}"))
     assert "fail: unclosed ` mark" in broken(lambda d: d["exercise"]["checks"][0].__setitem__("fail", "a `b"))

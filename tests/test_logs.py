@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import logging
 from collections.abc import Iterator
 
@@ -125,3 +126,29 @@ def test_configure_quiets_httpx_which_logs_urls_with_the_token(root_logger):
     logs.configure("DEBUG", TOKEN)
     assert logging.getLogger("httpx").getEffectiveLevel() == logging.WARNING
     assert root_logger.level == logging.DEBUG
+
+
+def test_json_lines_carry_the_update_handler_and_latency_and_never_the_token():
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logs.JsonLines())
+    handler.addFilter(RedactSecrets(TOKEN))
+    logger = logging.getLogger("tests.logs.json")
+    logger.handlers[:] = [handler]
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    token = logs.UPDATE_ID.set(4242)
+    try:
+        logger.info("handled %s", URL, extra={"handler": "show_slide", "latency_ms": 3.5})
+        try:
+            raise RuntimeError(f"failed calling {URL}")
+        except RuntimeError:
+            logger.exception("update failed")
+    finally:
+        logs.UPDATE_ID.reset(token)
+        logger.handlers[:] = []
+    first, second = (json.loads(line) for line in stream.getvalue().splitlines())
+    assert first["update_id"] == 4242 and first["handler"] == "show_slide" and first["latency_ms"] == 3.5
+    assert first["level"] == "INFO" and first["logger"] == "tests.logs.json" and first["time"].endswith("+00:00")
+    assert "RuntimeError" in second["exception"] and second["update_id"] == 4242
+    assert TOKEN not in stream.getvalue() and REDACTED in second["exception"]

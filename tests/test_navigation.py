@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,17 @@ import pytest
 from bot.content.model import Course, Lesson, Question, Slide
 from bot.content.parsing import parse
 from bot.learner import NOT_STARTED, Answer, LessonProgress
-from bot.navigation import Place, can_show, course_score, lesson_score, missed, resume, unanswered
+from bot.navigation import (
+    Place,
+    can_show,
+    course_score,
+    furthest_index,
+    lesson_score,
+    missed,
+    resume,
+    slide_index,
+    unanswered,
+)
 from bot.states import Stage, stage
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,11 +51,13 @@ ONE, TWO, THREE = COURSE.lessons
 def at(
     lesson: Lesson, slide: int, furthest: int | None = None, *, read: bool = False, done: bool = False
 ) -> LessonProgress:
-    return LessonProgress(lesson.id, slide, slide if furthest is None else furthest, read, done, started=True)
+    """Progress on ``lesson``'s slide number ``slide`` (stored, as always, by the slides' ids)."""
+    reached = slide if furthest is None else furthest
+    return LessonProgress(lesson.id, lesson.slides[slide].id, lesson.slides[reached].id, read, done, started=True)
 
 
 def answer(lesson: Lesson, question: str, correct: bool) -> tuple[tuple[str, str], Answer]:
-    return (lesson.id, question), Answer(lesson.id, question, 0 if correct else 1, correct)
+    return (lesson.id, question), Answer(lesson.id, question, "right" if correct else "wrong", correct)
 
 
 # Stages.
@@ -115,9 +128,20 @@ def test_resume_in_a_lesson_whose_quick_check_is_open_returns_its_slide():
     assert resume(COURSE, progress, "one") == Place(ONE, 4)
 
 
-def test_resume_never_points_beyond_the_last_slide():
-    progress = {"three": at(THREE, 9)}  # the lesson got shorter since
-    assert resume(COURSE, progress, "three") == Place(THREE, THREE.last_slide)
+def test_a_place_is_found_by_its_slide_id_wherever_that_slide_moved():
+    progress = {"one": at(ONE, 2, furthest=3)}
+    edited = replace(ONE, slides=(Slide("new", "New", "Text."), *reversed(ONE.slides)))  # s4 s3 s2 s1 s0 after "new"
+    assert slide_index(edited, progress["one"]) == 3
+    assert furthest_index(edited, progress["one"]) == 3  # s3 now stands before s2: reached by position
+    assert resume(replace(COURSE, lessons=(edited, TWO, THREE)), progress, "one") == Place(edited, 3)
+
+
+def test_a_place_on_a_slide_the_lesson_no_longer_has_is_its_start():
+    # Database.adopt_course moves such places before learners are served; this is the fallback if it did not.
+    progress = LessonProgress("one", "gone", "gone", started=True)
+    assert slide_index(ONE, progress) == 0
+    assert can_show(ONE, progress, 1) is True
+    assert can_show(ONE, progress, 2) is False
 
 
 def test_resume_with_an_unknown_current_lesson_falls_back_to_the_course_order():

@@ -30,10 +30,17 @@ LIMITS = Limits(cpu_time_s=2)
         (JobEnd(None, signal.SIGKILL, "", oom_killed=True), "memory_limit"),
         (JobEnd(None, signal.SIGKILL, "", timed_out=True, oom_killed=True), "timeout"),
         (JobEnd(0, None, "", truncated=True, timed_out=True), "output_limit"),
+        (JobEnd(None, signal.SIGKILL, "", flooded=True), "output_limit"),  # killed for flooding "done"/report
     ],
 )
 def test_a_jobs_end_gets_one_status_and_a_limit_wins_over_what_it_caused(end, status):
     assert classify(end, LIMITS) == status
+
+
+@pytest.mark.parametrize("seed", [-1, 2**63, 10**100, True, 1.5, "7"])
+def test_a_seed_must_be_a_whole_number_the_generators_take(seed):
+    with pytest.raises(InvalidRequest, match="seed"):
+        Request.of("x", None, None, seed, LIMITS)
 
 
 def test_a_request_is_checked_before_it_runs():
@@ -88,7 +95,8 @@ class FakeJobs:
         if spec is None:
             return result, None
         assert set(spec) == {"nonce", "exprs"}  # expressions go in, expectations never
-        return result, json.dumps({"nonce": spec["nonce"], "values": self.values_by_code[code]}).encode()
+        values = {k: ["float", v] if isinstance(v, float) else v for k, v in self.values_by_code[code].items()}
+        return result, json.dumps({"v": 2, "nonce": spec["nonce"], "values": values}).encode()
 
     async def reference(self, checks, limits, seed):
         return await run_reference(self, checks, limits, seed)
@@ -108,6 +116,20 @@ async def test_a_graded_request_runs_the_reference_first_with_the_same_seed():
     assert good.passed and good.checks[0].message_key == "checks.passed"
     bad = await run_request(Request.of("BAD", None, checks, 9, LIMITS), jobs, jobs.reference)
     assert not bad.passed and bad.checks[0].message_key == "checks.mismatch"
+
+
+async def test_a_reference_seed_runs_the_reference_on_another_seed():
+    checks = ExerciseChecks(checks=(Check("g", "x"),), reference="REF", reference_seed=4)
+    jobs = FakeJobs({"REF": {"g": 2.0}, "GOOD": {"g": 2.0}})
+    await run_request(Request.of("GOOD", None, checks, 9, LIMITS), jobs, jobs.reference)
+    assert [(code, seed) for code, seed, _ in jobs.calls] == [("REF", 4), ("GOOD", 9)]
+
+
+async def test_a_reference_whose_expression_fails_is_a_machinery_failure():
+    checks = ExerciseChecks(checks=(Check("g", "x"),), reference="REF")
+    jobs = FakeJobs({"REF": {"g": ["error", "NameError"]}})
+    with pytest.raises(JobFailed, match="check g could not be read"):
+        await run_request(Request.of("GOOD", None, checks, 1, LIMITS), jobs, jobs.reference)
 
 
 async def test_checks_with_their_own_expectations_need_no_reference():

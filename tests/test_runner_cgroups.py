@@ -77,6 +77,7 @@ def test_v2_tree_on_a_fake_filesystem(tmp_path, monkeypatch):
     tree = cgroups.CgroupTree(layout, "coursebot-runner.test")
     tree._make(2)
     assert (layout.own["unified"] / "cgroup.subtree_control").read_text() == "+pids +memory +cpu"
+    assert tree.slots[0].cpu_usage_s() is None  # no cpu.stat in this fake: not measurable, not zero
     slot = tree.slots[1]
     slot.configure(Limits(max_processes=7, memory_bytes=1 << 20))
     assert (slot.dirs["unified"] / "pids.max").read_text() == "7"
@@ -100,7 +101,9 @@ def test_parse_helpers():
 def _real_tree():
     try:
         layout = cgroups.detect()
-        return cgroups.CgroupTree.create(1, layout, name=f"{cgroups.TREE_PREFIX}{os.getpid()}-t")
+        # Named as a runner of this process would be (no pool runs here now): a runner starting elsewhere
+        # on this host sees a live owner and leaves it alone.
+        return cgroups.CgroupTree.create(1, layout, name=f"{cgroups.TREE_PREFIX}{os.getpid()}")
     except SandboxUnavailable as e:
         pytest.skip(f"no writable cgroups here: {e}")
 
@@ -167,3 +170,121 @@ def test_real_kill_all_reaps_a_setsid_daemon():
     finally:
         tree.destroy()
     assert not any(d.exists() for d in tree.dirs.values())
+
+
+def test_v2_cpu_time_quota_and_pinning_on_a_fake_filesystem(tmp_path, monkeypatch):
+    layout = _fake_v2(tmp_path)
+    (layout.own["unified"] / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    orig_mkdir = Path.mkdir
+
+    def mkdir(self, *a, **k):  # a real cgroupfs makes the control files itself (cpuset.cpus empty: inherit)
+        orig_mkdir(self, *a, **k)
+        for name in ("cgroup.procs", "cgroup.subtree_control", "memory.events", "pids.max", "memory.max"):
+            (self / name).touch()
+        for name in ("cpu.max", "cpuset.cpus"):
+            (self / name).touch()
+        (self / "cpu.stat").write_text("usage_usec 1500000\nuser_usec 1000000\nsystem_usec 500000\n")
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    tree = cgroups.CgroupTree(layout, "coursebot-runner.test")
+    tree._make(1)
+    assert (layout.own["unified"] / "cgroup.subtree_control").read_text() == "+pids +memory +cpu +cpuset"
+    slot = tree.slots[0]
+    slot.configure(Limits())
+    assert (slot.dirs["unified"] / "cpu.max").read_text() == "100000 100000" and slot.cpu_quota_cores == 1.0
+    assert slot.cpu_usage_s() == 1.5
+    slot.pin("1")
+    assert (slot.dirs["unified"] / "cpuset.cpus").read_text() == "1"
+
+
+@pytest.mark.parametrize(
+    "cpus,lanes,want",
+    [
+        ([0, 1], 2, ["0", "1"]),
+        ([1, 0], 2, ["0", "1"]),
+        ([0, 1, 2, 3], 2, ["0,1", "2,3"]),
+        ([0, 1, 2], 2, ["0", "1"]),  # the third CPU is left to the runner and the zygote
+        ([0], 2, ["0", "0"]),  # more jobs than CPUs: shared
+        ([0, 1, 2], 5, ["0", "1", "2", "0", "1"]),
+        ([0, 1], 1, ["0,1"]),
+    ],
+)
+def test_cpu_lanes_give_concurrent_jobs_cpus_of_their_own(cpus, lanes, want):
+    assert cgroups.cpu_lanes(cpus, lanes) == want
+
+
+def test_real_cpu_time_counts_every_process_of_a_job():
+    """cpuacct (v1) or cpu.stat (v2): the CPU of all processes together, children included."""
+    tree = _real_tree()
+    try:
+        slot = tree.slots[0]
+        slot.configure(Limits())
+        if slot.cpu_usage_s() is None:
+            pytest.skip("no CPU accounting in this host's cgroups")
+        code = (
+            "import os, sys, time\nsys.stdin.readline()\nkids = []\nfor _ in range(2):\n    pid = os.fork()\n"
+            "    if pid == 0:\n        t = time.process_time()\n        while time.process_time() - t < 0.3:\n"
+            "            pass\n        os._exit(0)\n    kids.append(pid)\nfor k in kids:\n    os.waitpid(k, 0)\n"
+        )
+        p = subprocess.Popen([sys.executable, "-S", "-c", code], stdin=subprocess.PIPE, text=True)
+        slot.add(p.pid)
+        before = slot.cpu_usage_s()
+        p.communicate("go\n", timeout=30)
+        assert slot.cpu_usage_s() - before >= 0.55
+    finally:
+        tree.destroy()
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two CPUs")
+def test_real_pinning_moves_a_jobs_processes_to_its_cpus():
+    tree = _real_tree()
+    try:
+        slot = tree.slots[0]
+        slot.configure(Limits())
+        if slot._cpus_file is None:
+            pytest.skip("no cpuset in this host's cgroups")
+        p = subprocess.Popen(
+            [
+                sys.executable,
+                "-S",
+                "-c",
+                "import os, sys\nsys.stdin.readline()\nprint(sorted(os.sched_getaffinity(0)))",
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        slot.add(p.pid)
+        slot.pin("1")
+        out, _ = p.communicate("go\n", timeout=30)
+        assert out.strip() == "[1]"
+    finally:
+        tree.destroy()
+
+
+def test_an_optional_v1_hierarchy_the_runner_cannot_write_is_left_out(tmp_path):
+    for c in ("pids", "memory", "cpu"):
+        (tmp_path / c).mkdir()
+    layout = cgroups.Layout(
+        1,
+        {
+            "pids": tmp_path / "pids",
+            "memory": tmp_path / "memory",
+            "cpu": tmp_path / "cpu",
+            "cpuset": tmp_path / "no-such-cpuset",  # e.g. mounted read-only: not ours to write
+        },
+    )
+    assert cgroups._writable(layout).controllers == ("pids", "memory", "cpu")
+
+
+def test_a_tree_whose_owner_lives_is_never_cleaned_up_as_stale(tmp_path):
+    """Another process's tree (coursebot-runner.PID or PID-TAG) stays while PID lives; a dead owner's goes."""
+    own = tmp_path / "pids"
+    own.mkdir()
+    alive = own / f"{cgroups.TREE_PREFIX}{os.getppid()}-t"
+    dead = own / f"{cgroups.TREE_PREFIX}{2**22 + 12345}"  # above any pid_max: never a live pid
+    nameless = own / f"{cgroups.TREE_PREFIX}x"
+    for d in (alive, dead, nameless):
+        d.mkdir()
+    cgroups.CgroupTree(cgroups.Layout(1, {"pids": own}), f"{cgroups.TREE_PREFIX}{os.getpid()}")._cleanup_stale()
+    assert alive.is_dir() and not dead.exists() and not nameless.exists()

@@ -118,3 +118,23 @@ def test_the_backend_serve_builds_has_every_setting():
         "queue": 6,
         "bwrap": "/opt/bwrap",
     }
+
+
+def test_exec_with_more_files_than_slots_and_queue_queues_them_and_answers_each_in_order(tmp_path):
+    require_sandbox()
+    files = []
+    for i in range(45):  # the default pool (2) and queue (32) hold 34 at once
+        path = tmp_path / f"job{i:02}.py"
+        path.write_text(f"print({i} * 3)\n")
+        files.append(str(path))
+    p = run_cli("exec", "--json", *files)
+    assert "Traceback" not in p.stderr and p.stderr == "", p.stderr
+    lines = [json.loads(x) for x in p.stdout.splitlines()]
+    assert [(x["status"], x["stdout"]) for x in lines] == [("ok", f"{i * 3}\n") for i in range(45)]
+    assert p.returncode == 0
+
+
+def test_serve_on_tcp_without_a_token_refuses_to_start_before_importing_torch():
+    p = run_cli("serve", "--listen", "tcp://127.0.0.1:0", timeout=30)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stdout.startswith("ERROR RunnerConfigError: --listen needs RUNNER_TOKEN")

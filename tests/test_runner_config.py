@@ -97,6 +97,7 @@ def every_setting_changed() -> RunnerConfig:
             "RUNNER_STARTUP_TIMEOUT": "0.1",
             "RUNNER_DOCKER_IMAGE": "img:2",
             "DOCKER_HOST": "unix:///docker.sock",
+            "RUNNER_TOKEN": "t" * 32,
         }
     )
 
@@ -190,7 +191,7 @@ def test_the_readme_table_lists_every_variable_with_its_default():
     readme = open(os.path.join(repo_root(), "runner", "README.md"), encoding="utf-8").read()
     rows = {
         m.group(1): (m.group(2), m.group(3))
-        for m in re.finditer(r"^\| `([A-Z_]+)` \| `([^`]+)` \| (.+?) \|$", readme, re.M)
+        for m in re.finditer(r"^\| `([A-Z_]+)` \| (?:`([^`]+)`|—) \| (.+?) \|$", readme, re.M)
     }
     assert set(rows) == VARIABLES
     for s in C.SETTINGS:
@@ -207,10 +208,24 @@ def test_help_lists_every_setting_with_its_variable(capsys):
         assert e.value.code == 0
         out = capsys.readouterr().out
         for s in C.SETTINGS:
-            assert s.flag in out and s.variable in out, (command, s.flag)
+            assert (s.flag is None or s.flag in out) and s.variable in out, (command, s.variable)
 
 
 def test_settings_name_real_fields():
     fields = {f.name for f in dataclasses.fields(RunnerConfig)}
     assert {s.field for s in C.SETTINGS} <= fields
-    assert len({s.variable for s in C.SETTINGS}) == len(C.SETTINGS) == len({s.flag for s in C.SETTINGS})
+    flags = [s.flag for s in C.SETTINGS if s.flag is not None]
+    assert len({s.variable for s in C.SETTINGS}) == len(C.SETTINGS) and len(set(flags)) == len(flags)
+
+
+def test_the_token_is_never_shown_nor_offered_on_a_command_line():
+    token = "a-very-secret-token-0123456789"
+    config = RunnerConfig.from_env({"RUNNER_TOKEN": token})
+    assert config.token == token and token not in repr(config)
+    assert all(s.flag is None for s in C.SETTINGS if s.secret)
+    with pytest.raises(RunnerConfigError) as e:
+        RunnerConfig.from_env({"RUNNER_TOKEN": "short-secret"})
+    assert "RUNNER_TOKEN" in str(e.value) and "12 characters" in str(e.value) and "short-secret" not in str(e.value)
+    with pytest.raises(RunnerConfigError) as e:
+        RunnerConfig(token="tiny")
+    assert "tiny" not in str(e.value)

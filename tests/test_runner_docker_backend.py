@@ -3,9 +3,12 @@ engine is reachable, a real job."""
 
 import asyncio
 import dataclasses
+import json
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -15,12 +18,13 @@ from runner.backend import classify
 from runner.config import RunnerConfig
 from runner.errors import InvalidRequest, SandboxUnavailable
 from runner.limits import Limits
+from tests import engine
 
 DOCKER = D.DockerConfig.from_config(RunnerConfig(backend="docker"))
 
 
 def cfg(**kw):
-    return D.container_config("print(1)", Limits(**kw) if kw else Limits(), DOCKER, seed=7)
+    return D.container_config(Limits(**kw) if kw else Limits(), DOCKER)
 
 
 def test_container_is_locked_down():
@@ -48,15 +52,71 @@ def test_limits_are_mapped():
     assert c["mem_limit"] == c["memswap_limit"] == 100 * 2**20
     assert c["pids_limit"] == 9
     ul = {u["name"]: (u["soft"], u["hard"]) for u in c["ulimits"]}
-    assert ul["cpu"] == (3, 4) and ul["fsize"] == (1000, 1000) and ul["nofile"] == (50, 50)
+    assert (
+        ul["cpu"] == (D.STARTUP_CPU_S + 3, D.STARTUP_CPU_S + 4)
+        and ul["fsize"] == (1000, 1000)
+        and ul["nofile"] == (50, 50)
+    )
     assert ul["core"] == (0, 0)
     assert "size=65536" in c["tmpfs"]["/tmp"]
 
 
-def test_code_and_seed_travel_in_argv():
+def test_code_and_nonce_travel_on_stdin_never_in_argv():
     c = cfg()
-    assert c["command"][-2:] == ["print(1)", "7"]
-    assert c["command"][:2] == ["python3", "-I"]
+    assert c["command"] == ["python3", "-I", "-B", "-c", D.BOOT]
+    assert c["stdin_open"] is True and c["detach"] is False  # the SDK's way to ask for StdinOnce
+    job = json.loads(D.job_input("print(1)", 7, {"nonce": "n0nce"}, Limits(cpu_time_s=2.5)))
+    assert job == {
+        "code": "print(1)",
+        "seed": 7,
+        "spec": {"nonce": "n0nce"},
+        "marker": D.REPORT_MARKER,
+        "ready": D.READY_MARKER,
+        "cpu_s": 3,
+    }
+
+
+def test_a_job_has_an_init_and_a_bounded_log():
+    c = cfg()
+    assert c["init"] is True
+    assert c["log_config"] == {"type": "local", "config": {"max-size": "1m", "max-file": "1", "compress": "false"}}
+
+
+def _frames(*parts: tuple[int, bytes]) -> bytes:
+    return b"".join(D.FRAME_HEADER.pack(kind, len(data)) + data for kind, data in parts)
+
+
+def _read(stream: bytes, budget: int, chunk: int = 3) -> tuple[bytes, bytes, bool, bool]:
+    # The container side of a socketpair writes ``stream`` in small pieces, splitting headers and frames.
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        for i in range(0, len(stream), chunk):
+            theirs.sendall(stream[i : i + chunk])
+        theirs.shutdown(socket.SHUT_WR)
+        return D.read_frames(ours, time.monotonic(), 5, budget)[:4]
+
+
+def test_frames_are_split_into_stdout_and_stderr_however_they_arrive():
+    ready = (2, D.READY_MARKER.encode())
+    stream = _frames(ready, (1, b"hello "), (2, b"oops\n"), (1, b"world\n"), (2, b""))
+    assert _read(stream, 1000) == (b"hello world\n", b"oops\n", False, False)
+    assert _read(stream, 1000, chunk=1) == (b"hello world\n", b"oops\n", False, False)
+
+
+def test_output_past_the_budget_ends_the_read_and_keeps_only_the_budget():
+    flood = _frames((2, D.READY_MARKER.encode()), *[(1, b"x" * 1000)] * 50)
+    out, err, timed_out, overflow = _read(flood, 2500, chunk=4096)
+    assert overflow and not timed_out and out == b"x" * 2500 and err == b""
+
+
+def test_the_wall_clock_starts_when_the_job_is_ready_and_a_silent_job_past_it_is_a_timeout():
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        theirs.sendall(_frames((2, D.READY_MARKER.encode())))
+        started = time.monotonic() - 100  # a start-up far longer than the job's wall limit does not count
+        out, err, timed_out, overflow, began = D.read_frames(ours, started, 0.05, 100)
+    assert (out, err, timed_out, overflow) == (b"", b"", True, False)
+    assert began - started >= 100
 
 
 @pytest.mark.parametrize(
@@ -127,12 +187,12 @@ import sys; print("some stderr", file=sys.stderr)
 
 def _container_program(code: str) -> tuple[bytes, bytes | None, str]:
     nonce = grading.new_nonce()
-    command = D.container_config(
-        code, Limits(), dataclasses.replace(DOCKER, python=sys.executable), 1, grading.job_spec(CHECKS, nonce)
-    )["command"]
-    done = subprocess.run(command, capture_output=True, timeout=120, cwd=tempfile.gettempdir())
+    command = D.container_config(Limits(), dataclasses.replace(DOCKER, python=sys.executable))["command"]
+    job = D.job_input(code, 1, grading.job_spec(CHECKS, nonce))
+    done = subprocess.run(command, input=job, capture_output=True, timeout=120, cwd=tempfile.gettempdir())
     assert D.BOOT in command and done.returncode in (0, 1)
-    stderr, report = D.split_report(done.stderr)
+    assert done.stderr.startswith(D.READY_MARKER.encode())  # torch imported, the learner's code next
+    stderr, report = D.split_report(done.stderr.removeprefix(D.READY_MARKER.encode()))
     return stderr, report, nonce
 
 
@@ -161,7 +221,8 @@ def test_a_wrong_answer_in_a_container_fails_its_check():
     "cheat",
     [
         'import sys; print("PASSED")',
-        'import sys; sys.stderr.write("\\n" + sys.argv[4]); sys.stderr.flush()\n' + SOLUTION,
+        'import sys; sys.stderr.write("\\n" + "\\x1ecoursebot-report\\x1e"); sys.stderr.flush()\n' + SOLUTION,
+        "import sys; print(sys.argv, sys.stdin.read())",
         "import os\nos._exit(0)",
     ],
 )
@@ -170,20 +231,50 @@ def test_cheating_in_a_container_never_passes(cheat):
     assert not grading.verify(CHECKS, "ok", report, nonce)[1]
 
 
-async def test_real_engine():
-    b = D.DockerBackend(DOCKER)
-    try:
-        await asyncio.wait_for(b.start(), 10)
-    except (TimeoutError, SandboxUnavailable):
-        pytest.skip("no Docker engine reachable")
-    try:
-        r = await b.run("print(6 * 7)")
-        assert r.status == "ok" and r.stdout == "42\n"
-        r = await b.run("import socket; socket.create_connection(('127.0.0.1', 9), timeout=1)")
-        assert r.status == "error"
-        r = await b.run(SOLUTION, checks=CHECKS)  # needs an image with the runner: the project's own
-        assert r.passed and r.stderr == "some stderr\n"
-        r = await b.run('print("PASSED")', checks=CHECKS)
-        assert not r.passed
-    finally:
-        await b.close()
+def test_the_job_cannot_read_its_input_again():
+    stderr, _report, _nonce = _container_program("import sys\nprint(repr(sys.stdin.read()), sys.argv, file=sys.stderr)")
+    assert stderr.decode().strip() == "'' ['-c']"
+
+
+@pytest.fixture
+async def engine_backend():
+    """The backend on this machine's engine, with the job image built from this checkout."""
+    backend = D.DockerBackend(dataclasses.replace(DOCKER, image=engine.image("job")))
+    await asyncio.wait_for(backend.start(), 60)
+    yield backend
+    await backend.close()
+
+
+async def test_jobs_run_graded_and_bounded_in_the_job_image_on_a_real_engine(engine_backend):
+    b = engine_backend
+    volumes = set((await engine.docker("docker", "volume", "ls", "-q"))[1].split())
+    r = await b.run("print(6 * 7)")
+    assert r.status == "ok" and r.stdout == "42\n"
+    r = await b.run("import socket; socket.create_connection(('1.1.1.1', 53), timeout=1)")
+    assert r.status == "error"
+    r = await b.run("import os; print(os.path.exists('/app/lessons'), os.getuid())")
+    assert r.stdout == "False 65534\n"
+    r = await b.run(SOLUTION, checks=CHECKS)
+    assert r.passed and r.stderr == "some stderr\n"
+    r = await b.run('print("PASSED")', checks=CHECKS)
+    assert not r.passed
+    r = await b.run("while True: pass", limits={"cpu_time_s": 1, "wall_time_s": 20})
+    assert r.status == "timeout" and r.duration_ms < 10_000, r  # the CPU limit, torch's start not counted
+    r = await b.run("import sys\nwhile True: sys.stdout.write('x' * 65536)", limits={"output_bytes": 4096})
+    assert r.status == "output_limit" and len(r.stdout) == 4096
+    r = await b.run("import time; time.sleep(30)", limits={"wall_time_s": 2})
+    assert r.status == "timeout" and r.duration_ms < 10_000
+    r = await b.run("import os, time\nos.close(1); os.close(2)\ntime.sleep(30)", limits={"wall_time_s": 2})
+    assert r.status == "timeout" and r.duration_ms < 10_000  # closing its output does not end a job
+    assert set((await engine.docker("docker", "volume", "ls", "-q"))[1].split()) == volumes
+    _, left, _ = await engine.docker("docker", "ps", "-aq", "--filter", "label=coursebot.runner=job")
+    assert left.strip() == ""
+
+
+async def test_a_missing_image_is_refused_at_start_in_one_line():
+    engine.require_engine()
+    b = D.DockerBackend(dataclasses.replace(DOCKER, image="coursebot-job:does-not-exist"))
+    with pytest.raises(SandboxUnavailable) as refused:
+        await b.start()
+    await b.close()
+    assert "coursebot-job:does-not-exist is missing" in str(refused.value) and "--target job" in str(refused.value)

@@ -10,23 +10,30 @@ proved, in this very environment, that the pids limit binds.
 from __future__ import annotations
 
 import asyncio
+import errno
+import json
 import os
 import secrets
 import signal
 import socket
+import struct
 import sys
 import tempfile
 
 import pytest
 import pytest_asyncio
 
+from runner import sandbox
+from runner.client import RunnerClient, Unauthorized
 from runner.grading import Check, ExerciseChecks
+from runner.service import Service
 from tests.runner_cases.helpers import repo_root, start_pool
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 PROVEN = {"pids": False}
 FAST = {"wall_time_s": 3, "cpu_time_s": 2}
+ROOMY = {"wall_time_s": 15}  # jobs that sleep to overlap with another: never cut short on a busy machine
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -272,7 +279,7 @@ CASES = [
         "try:\n    open('/proc/1/mem', 'rb').read(1)\n    print('mem open')\n"
         "except OSError as e:\n    print(type(e).__name__)",
         {"ok"},
-        lambda r: r.stdout.splitlines()[0] == "['1', '2']" and "mem open" not in r.stdout,
+        lambda r: r.stdout.splitlines()[0] == "['2']" and "mem open" not in r.stdout,
         {},
     ),
     (
@@ -360,7 +367,7 @@ CASES = [
         "import sys\nsys.setrecursionlimit(10**7)\ndef f(n):\n    return f(n + 1)\nf(0)",
         {"killed", "error", "memory_limit"},
         None,
-        {},
+        {"wall_time_s": 15},  # ~0.6 s of CPU filling 512 MiB of stack: room for a busy machine
     ),
     (
         "forged_protocol_frames",
@@ -418,6 +425,43 @@ CASES = [
         {"wall_time_s": 8},
     ),
     (
+        "sync_storm",
+        # sync() returns nothing (os.sync() cannot fail), so ask the kernel's answer through syscall().
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "rcs = set((libc.syscall(162), ctypes.get_errno()) for _ in range(1000))\nos.sync()\nprint(sorted(rcs))",
+        {"ok"},
+        lambda r: r.stdout == f"[(-1, {errno.EPERM})]\n",
+        {},
+    ),
+    (
+        "host_load_and_memory",
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nbuf = ctypes.create_string_buffer(256)\n"
+        "print(libc.sysinfo(buf), ctypes.get_errno(), bytes(buf[:64]).count(0))",
+        {"ok"},
+        lambda r: r.stdout == f"-1 {errno.EPERM} 64\n",
+        {},
+    ),
+    (
+        "syscalls_newer_than_the_table",
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nout = set()\nfor nr in range(451, 480):\n"
+        "    out.add((libc.syscall(nr, 0, 0, 0, 0, 0), ctypes.get_errno()))\nprint(sorted(out))",
+        {"ok"},
+        lambda r: r.stdout == f"[(-1, {errno.ENOSYS})]\n",
+        {},
+    ),
+    (
+        "realtime_and_nice",
+        "import os, resource\n"
+        "print(resource.getrlimit(resource.RLIMIT_RTPRIO), resource.getrlimit(resource.RLIMIT_NICE))\n"
+        "for f in (lambda: os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1)), lambda: os.nice(-5),\n"
+        "          lambda: resource.setrlimit(resource.RLIMIT_RTPRIO, (1, 1))):\n"
+        "    try:\n        f()\n        print('ALLOWED')\n    except (OSError, ValueError) as e:\n"
+        "        print(type(e).__name__)",
+        {"ok"},
+        lambda r: r.stdout.splitlines()[0] == "(0, 0) (0, 0)" and "ALLOWED" not in r.stdout,
+        {},
+    ),
+    (
         "read_stdin",
         "import sys\nprint(repr(sys.stdin.read()))\ninput()",
         {"error"},
@@ -433,6 +477,232 @@ async def test_hostile(env, name, code, statuses, pred, limits):
     assert r.status in statuses, (name, r)
     if pred is not None:
         assert pred(r), (name, r)
+
+
+# --- what /proc shows ----------------------------------------------------------------------------
+
+HOST_WIDE_PROC = (
+    "/proc/cmdline",
+    "/proc/config.gz",
+    "/proc/sys/kernel/random/boot_id",
+    "/proc/loadavg",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/proc/uptime",
+    "/proc/mounts",
+    "/proc/version",
+    "/proc/kallsyms",
+    "/proc/sys",
+)
+
+
+async def test_proc_shows_the_jobs_processes_and_nothing_of_the_host(env):
+    r = await run(
+        env,
+        "import os\nprint(sorted(x for x in os.listdir('/proc') if not x.isdigit()))\n"
+        f"for p in {HOST_WIDE_PROC!r}:\n    print(p, os.path.exists(p))\n"
+        "print(os.getloadavg() if os.path.exists('/proc/loadavg') else 'no load')",
+    )
+    assert r.status == "ok", r
+    lines = r.stdout.splitlines()
+    assert lines[0] == "['self', 'thread-self']"
+    assert lines[1:-1] == [f"{p} False" for p in HOST_WIDE_PROC]
+    assert lines[-1] == "no load"
+
+
+# --- CPU: accounted and bounded per job, whatever the number of its processes --------------------------
+
+
+async def test_a_job_of_many_processes_is_held_to_its_cpu_limit_and_reports_what_it_burned(env):
+    """RLIMIT_CPU is per process: three spinning children burned ~3x the limit and the job reported ~10 ms."""
+    r = await run(
+        env,
+        "import os\nfor _ in range(3):\n    if os.fork() == 0:\n        while True:\n            pass\n"
+        "os.wait()\nprint('a child ended')",
+        limits={"cpu_time_s": 2, "wall_time_s": 20},
+    )
+    assert r.status == "timeout", r
+    assert 1900 <= r.cpu_time_ms <= 2600, r
+    assert r.duration_ms < 15000, r
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="pinning two jobs apart needs two CPUs")
+async def test_two_concurrent_jobs_run_on_cpus_of_their_own(env):
+    code = (
+        "import os, time\nbefore = sorted(os.sched_getaffinity(0))\n"
+        "try:\n    os.sched_setaffinity(0, range(os.cpu_count()))\nexcept OSError:\n    pass\n"
+        "time.sleep(1)\nprint(before, sorted(os.sched_getaffinity(0)))"
+    )
+    a, b = await asyncio.gather(*(run(env, c, ROOMY) for c in (code, code)))
+    assert a.status == "ok" and b.status == "ok", (a, b)
+    (a_before, a_after), (b_before, b_after) = (eval(r.stdout.replace("] [", "], [")) for r in (a, b))
+    assert a_before == a_after and b_before == b_after  # a job cannot widen its own CPUs
+    assert a_before and b_before and not set(a_before) & set(b_before), (a.stdout, b.stdout)
+
+
+# --- covert channels between concurrent jobs --------------------------------------------------------
+
+# A file every job can read: the interpreter's own os.py, bound read-only from the host.
+SHARED_FILE = "import os\nshared = os.__file__\n"
+
+
+async def test_two_concurrent_jobs_cannot_signal_through_locks_on_a_shared_file(env):
+    """flock() on a shared read-only file carried bits between two jobs; every kind of lock is refused."""
+    holder = SHARED_FILE + (
+        "import fcntl, time\nfd = os.open(shared, os.O_RDONLY)\n"
+        "for name, lock in (('flock', lambda: fcntl.flock(fd, fcntl.LOCK_SH)),\n"
+        "                   ('posix', lambda: fcntl.lockf(open(shared, 'rb'), fcntl.LOCK_SH)),\n"
+        "                   ('ofd', lambda: fcntl.fcntl(fd, 37, bytes(32)))):\n"
+        "    try:\n        lock()\n        print(name, 'LOCKED', flush=True)\n"
+        "    except OSError as e:\n        print(name, 'refused', e.errno, flush=True)\ntime.sleep(2.5)"
+    )
+    probe = SHARED_FILE + (
+        "import fcntl, time\ntime.sleep(0.8)\nfd = os.open(shared, os.O_RDONLY)\n"
+        "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n    print('flock free')\n"
+        "except BlockingIOError:\n    print('flock BUSY: a bit from the other job')\n"
+        "except OSError as e:\n    print('flock refused', e.errno)\n"
+        "import struct\nq = struct.pack('hhqqi', fcntl.F_WRLCK, 0, 0, 0, 0)\n"
+        "try:\n    r = fcntl.fcntl(fd, fcntl.F_GETLK, q)\n"
+        "    print('getlk', 'BUSY' if struct.unpack('hhqqi', r)[0] != fcntl.F_UNLCK else 'free')\n"
+        "except OSError as e:\n    print('getlk refused', e.errno)"
+    )
+    a, b = await asyncio.gather(run(env, holder, ROOMY), run(env, probe, ROOMY))
+    assert a.status == "ok" and b.status == "ok", (a, b)
+    assert "LOCKED" not in a.stdout and a.stdout.count("refused") == 3, a
+    assert "BUSY" not in b.stdout and b.stdout.count("refused") == 2, b
+
+
+async def test_a_job_cannot_watch_shared_files_for_other_jobs_or_the_host(env):
+    """inotify on the read-only binds showed which files other jobs and host processes open.
+
+    One job tries every way to watch the interpreter's library directory and reads what it can for two
+    seconds, while a concurrent job opens files there.
+    """
+    watcher = (
+        "import ctypes, fcntl, os, select, time\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "lib = os.path.dirname(os.__file__)\nwatches = []\n"
+        "for name, call in (('inotify_init1', lambda: libc.inotify_init1(os.O_NONBLOCK)),\n"
+        "                   ('inotify_init', lambda: libc.syscall(253)),\n"
+        "                   ('fanotify_init', lambda: libc.syscall(300, 0, 0))):\n"
+        "    fd = call()\n    print(name, fd, ctypes.get_errno())\n    if fd >= 0:\n"
+        "        libc.inotify_add_watch(fd, lib.encode(), 0x20 | 0x1)  # IN_OPEN | IN_ACCESS\n"
+        "        watches.append(fd)\n"
+        "d = os.open(lib, os.O_RDONLY)\n"
+        "try:\n    fcntl.fcntl(d, fcntl.F_NOTIFY, fcntl.DN_ACCESS | fcntl.DN_MULTISHOT)\n"
+        "    print('dnotify WATCHING')\nexcept OSError as e:\n    print('dnotify refused', e.errno)\n"
+        "seen = 0\nend = time.time() + 2\nwhile watches and time.time() < end:\n"
+        "    for fd in select.select(watches, [], [], 0.1)[0]:\n        seen += len(os.read(fd, 4096))\n"
+        "print('events', seen)"
+    )
+    opener = (
+        "import os, time\nlib = os.path.dirname(os.__file__)\nnames = sorted(os.listdir(lib))[:50]\n"
+        "end = time.time() + 2.5\nwhile time.time() < end:\n    for n in names:\n        try:\n"
+        "            os.close(os.open(os.path.join(lib, n), os.O_RDONLY))\n        except OSError:\n"
+        "            pass\n    time.sleep(0.05)\nprint('opened')"
+    )
+    r, other = await asyncio.gather(run(env, watcher, ROOMY), run(env, opener, ROOMY))
+    assert r.status == "ok" and other.stdout == "opened\n", (r, other)
+    assert r.stdout.splitlines() == [
+        f"inotify_init1 -1 {errno.EPERM}",
+        f"inotify_init -1 {errno.EPERM}",
+        f"fanotify_init -1 {errno.EPERM}",
+        f"dnotify refused {errno.EPERM}",
+        "events 0",
+    ]
+
+
+# --- terminals -----------------------------------------------------------------------------------
+
+
+async def test_a_job_gets_only_a_few_terminals_of_its_own(env):
+    """One job once held 3,071 of the host's 3,072 pseudo-terminals; bounded here at 64 tries."""
+    r = await run(
+        env,
+        "import os\nheld = []\nfor _ in range(64):\n    try:\n        held.append(os.openpty())\n"
+        "    except OSError as e:\n        print('refused', e.errno)\n        break\nprint(len(held))",
+    )
+    assert r.status == "ok", r
+    assert r.stdout.splitlines()[0].startswith("refused")
+    assert int(r.stdout.splitlines()[-1]) == sandbox.JOB_PTYS
+
+
+async def test_two_concurrent_jobs_cannot_talk_through_a_terminal(env):
+    holder = (
+        "import os, time\nm, s = os.openpty()\nos.set_blocking(m, False)\nprint(os.ttyname(s), flush=True)\n"
+        "time.sleep(2.5)\ntry:\n    print('got', os.read(m, 100))\nexcept BlockingIOError:\n    print('nothing')"
+    )
+    intruder = (
+        "import os, time\ntime.sleep(0.8)\nnames = sorted(os.listdir('/dev/pts'))\nprint(names)\n"
+        "for n in names:\n    if n.isdigit():\n        try:\n            fd = os.open('/dev/pts/' + n, os.O_WRONLY)\n"
+        "            os.write(fd, b'hi from the other job\\n')\n            print('wrote', n)\n"
+        "        except OSError as e:\n            print('refused', n, e.errno)"
+    )
+    a, b = await asyncio.gather(run(env, holder, ROOMY), run(env, intruder, ROOMY))
+    assert a.status == "ok" and b.status == "ok", (a, b)
+    assert a.stdout.splitlines()[-1] == "nothing", a
+    assert "wrote" not in b.stdout and b.stdout.splitlines()[0] == "['ptmx']", b
+
+
+# --- floods on the descriptors the runner reads besides stdout and stderr ------------------------
+
+
+@pytest.mark.parametrize("fd,name", [(3, "done"), (4, "report")])
+async def test_a_flood_on_a_control_descriptor_ends_the_job_and_the_runner_reads_a_bounded_amount(env, fd, name):
+    """Reading and discarding a flood burned the runner's CPU, outside every job's cgroup, until the wall limit."""
+    pool = env["pool"]
+    checks = ExerciseChecks(checks=(Check("x", "x", kind="equal", expect=1),))  # fd 4 exists in graded runs only
+    before = pool.stats()["job_bytes_read"]
+    r = await pool.run(
+        f"import os\nx = 1\nchunk = b'{{' * 65536\nwhile True:\n    os.write({fd}, chunk)",
+        limits={"wall_time_s": 20, "cpu_time_s": 15},
+        checks=checks,
+    )
+    read = pool.stats()["job_bytes_read"] - before
+    assert r.status == "output_limit" and not r.passed, (name, r)
+    # What the budgets allow (output, "done", report) and at most one chunk more per stream.
+    assert read <= 64 * 1024 + 4096 + (1 << 20) + 4 * 65536, (name, read)
+
+
+# --- hostile callers: the runner's API, in front of the real pool ---------------------------------------
+
+
+async def test_hostile_callers_are_refused_cleanly_and_the_runner_keeps_serving(env, tmp_path):
+    token = secrets.token_hex(16)
+    svc = Service(env["pool"], token=token)
+    path = str(tmp_path / "runner.sock")
+    await svc.listen(f"unix://{path}")
+    await svc.listen("tcp://127.0.0.1:0")
+    tcp = next(a for a in svc.addresses() if a.startswith("tcp://"))
+
+    async def exchange(body: bytes) -> dict:
+        r, w = await asyncio.open_unix_connection(path)
+        try:
+            w.write(struct.pack(">I", len(body)) + body)
+            await w.drain()
+            header = await asyncio.wait_for(r.readexactly(4), 10)
+            return json.loads(await r.readexactly(struct.unpack(">I", header)[0]))
+        finally:
+            w.close()
+
+    try:
+        run_with = b'{"v": 1, "id": 1, "op": "run", "code": "print(1)", "limits": {"%s": %s}}'
+        for field, value, error in [
+            (b"tmpfs_bytes", b"NaN", "ProtocolError"),  # not JSON
+            (b"tmpfs_bytes", b"1e400", "InvalidRequest"),  # JSON, but infinite
+            (b"output_bytes", b"-Infinity", "ProtocolError"),
+            (b"output_bytes", b'"NaN"', "InvalidRequest"),
+            (b"cpu_time_s", b"[1]", "InvalidRequest"),
+        ]:
+            reply = await exchange(run_with % (field, value))
+            assert reply["ok"] is False and reply["error"]["type"] == error, (field, value, reply)
+        deep = b'{"v": 1, "id": 2, "op": "run", "code": "x", "checks": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"
+        assert (await exchange(deep))["error"]["type"] == "ProtocolError"
+        with pytest.raises(Unauthorized):
+            await RunnerClient.connect(tcp, token="not-the-token-0123456789")
+        async with RunnerClient.connect(tcp, token=token) as client:
+            assert (await client.run("print('still serving')")).stdout == "still serving\n"
+    finally:
+        await svc.close()
 
 
 async def test_files_do_not_persist_between_jobs(env):
@@ -461,7 +731,7 @@ async def test_parallel_jobs_do_not_see_each_other(env):
     for t, r in zip(tags, rs, strict=False):
         lines = r.stdout.splitlines()
         assert lines[:50] == [t] * 50
-        assert lines[50] == f"['{t}'] ['1', '2']"
+        assert lines[50] == f"['{t}'] ['2']"
 
 
 async def test_forged_verdicts_never_pass(env):

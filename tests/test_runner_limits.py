@@ -38,3 +38,28 @@ def test_bad_limits_rejected(bad):
 
 def test_round_trip():
     assert Limits(**DEFAULT.to_dict()) == DEFAULT
+
+
+NOT_NUMBERS = [float("nan"), float("inf"), float("-inf"), "5", None, [1], {"a": 1}, True, False]
+
+
+@pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(Limits)])
+@pytest.mark.parametrize("bad", NOT_NUMBERS, ids=repr)
+def test_every_limit_refuses_what_is_not_a_finite_number(field, bad):
+    with pytest.raises(InvalidRequest, match=field):
+        Limits.from_dict({field: bad})
+    with pytest.raises(InvalidRequest, match=field):
+        Limits(**{field: bad})
+
+
+@pytest.mark.parametrize("field", ["memory_bytes", "max_processes", "output_bytes", "tmpfs_bytes", "open_files"])
+def test_counts_and_sizes_are_whole_numbers(field):
+    with pytest.raises(InvalidRequest, match="whole number"):
+        Limits.from_dict({field: 100.5})
+    # JSON may carry a whole number as 1e6: it is taken as the integer it is.
+    value = getattr(Limits.from_dict({field: 100.0}), field)
+    assert value == 100 and type(value) is int
+
+
+def test_limits_beyond_the_maximum_are_clamped_not_refused():
+    assert Limits.from_dict({"output_bytes": 10**30}).output_bytes == MAXIMUM.output_bytes

@@ -3,6 +3,7 @@
 import asyncio
 import os
 import signal
+import socket
 
 import pytest
 import pytest_asyncio
@@ -10,6 +11,7 @@ import pytest_asyncio
 from runner.errors import InvalidRequest, RunnerBusy
 from runner.grading import Check, ExerciseChecks
 from runner.limits import Limits
+from tests.runner_cases.everyday import EVERYDAY
 from tests.runner_cases.helpers import start_pool
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -188,3 +190,66 @@ async def test_cancelled_request_cleans_up(pool):
         await asyncio.sleep(0.05)
         busy = {id(x.cgroup) for x in pool._ready}
     assert all(not c.pids() for c in pool.tree.slots if id(c) not in busy)
+
+
+def _sandbox_processes(pool) -> set[int]:
+    """Host pids of every process under the zygote's launcher (bwrap, the zygote, nsforge, prepared jobs)."""
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                ppid = int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d))
+    out, stack = set(), [pool.zygote.proc.pid]
+    while stack:
+        p = stack.pop()
+        out.add(p)
+        stack.extend(children.get(p, []))
+    return out
+
+
+async def _idle(pool):
+    for _ in range(200):
+        if len(pool._ready) == pool._target_ready and pool._preparing == 0:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the pool never finished preparing its sandboxes")
+
+
+@pytest.mark.parametrize("tmpfs_bytes", [float("nan"), "big", -1, 10**30])
+async def test_a_spawn_the_zygote_cannot_honour_never_leaves_a_second_zygote(pool, tmpfs_bytes):
+    """A forked child must never return into the zygote's loop (NaN once made it a second zygote)."""
+    z = await pool._ensure_zygote()
+    await _idle(pool)
+    before = _sandbox_processes(pool)
+    sup, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with sup:
+        answer = z.expect("spawn", "bogus")
+        try:
+            await z.send({"op": "spawn", "job": "bogus", "tmpfs_bytes": tmpfs_bytes}, [child.fileno()])
+        finally:
+            child.close()
+        msg = await asyncio.wait_for(answer, 10)
+    assert msg["op"] == "spawn_failed" and "tmpfs_bytes" in msg["error"]
+    await asyncio.sleep(0.3)
+    await _idle(pool)
+    assert _sandbox_processes(pool) == before
+    assert (await pool.run("print('still one zygote')")).stdout == "still one zygote\n"
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [{"tmpfs_bytes": float("nan")}, {"output_bytes": float("nan")}, {"cpu_time_s": float("inf")}, {"wall_time_s": "1"}],
+)
+async def test_non_finite_limits_are_refused_before_anything_runs(pool, limits):
+    with pytest.raises(InvalidRequest, match=next(iter(limits))):
+        await pool.run("print(1)", limits=limits)
+
+
+@pytest.mark.parametrize("name", sorted(EVERYDAY))
+async def test_everyday_python_runs_under_the_seccomp_allow_list(pool, name):
+    r = await pool.run(EVERYDAY[name], limits={"wall_time_s": 30, "cpu_time_s": 20})
+    assert r.status == "ok", (name, r)
+    assert "Function not implemented" not in r.stderr and "not permitted" not in r.stderr, (name, r.stderr)

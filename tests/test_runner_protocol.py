@@ -44,3 +44,14 @@ async def test_read_frame_truncated_and_oversized():
     r.feed_data(struct.pack(">I", protocol.MAX_FRAME + 1))
     with pytest.raises(ProtocolError):
         await protocol.read_frame(r)
+
+
+def test_the_largest_result_a_job_can_give_fits_in_one_frame():
+    """Output at the ceiling, of the characters JSON writes longest (a control byte becomes \\u0000)."""
+    from runner.limits import MAXIMUM
+    from runner.result import RunResult
+
+    half = MAXIMUM.output_bytes // 2
+    worst = RunResult("output_limit", "\x00" * half, "\x01" * (MAXIMUM.output_bytes - half), None, 9, 1.0, True)
+    frame = protocol.encode({"id": 1, "ok": True, "result": worst.to_dict()})
+    assert len(frame) <= protocol.MAX_FRAME + 4

@@ -93,3 +93,18 @@ def test_python_binds_are_real_dirs():
 def test_bounding_set_lists_the_capabilities_jobs_must_drop():
     status = "Name:\tpython\nCapInh:\t0000000000000000\nCapBnd:\t0000000000200100\nCapAmb:\t0\n"
     assert sandbox.bounding_set(status) == (8, 21)  # CAP_SETPCAP, CAP_SYS_ADMIN
+
+
+def test_a_jobs_rlimits_forbid_realtime_and_higher_priority(monkeypatch):
+    """RLIMIT_RTPRIO and RLIMIT_NICE are forced to 0, whatever the runner itself was started with.
+
+    Recorded rather than observed: raising them first needs CAP_SYS_RESOURCE, which this test may lack.
+    """
+    import resource
+
+    from runner.limits import Limits
+
+    calls = {}
+    monkeypatch.setattr(resource, "setrlimit", lambda res, value: calls.__setitem__(res, value))
+    sandbox.set_rlimits(Limits())
+    assert calls[resource.RLIMIT_RTPRIO] == (0, 0) and calls[resource.RLIMIT_NICE] == (0, 0)

@@ -583,6 +583,37 @@ async def test_5xx_faults(standin, bot, http, ada, status, description):
     assert [c.error_code for c in standin.calls if c.injected] == [status, status]
 
 
+async def test_faults_at_random_fail_about_their_share_the_same_way_for_the_same_seed(standin, http, ada):
+    def outcomes() -> list[int | None]:
+        return [c.error_code for c in standin.calls if c.method == "sendMessage"]
+
+    standin.faults.at_random(0.1, (429, 502), seed=7)
+    for _ in range(400):
+        await call(http, standin, "sendMessage", chat_id=USER, text="hi")
+    first = outcomes()
+    failed = [code for code in first if code is not None]
+    assert 20 <= len(failed) <= 60
+    assert set(failed) == {429, 502}
+    assert all(c.injected for c in standin.calls if c.error_code) and standin.errors() == []
+
+    standin.clear_calls()
+    standin.faults.at_random(0.1, (429, 502), seed=7)
+    for _ in range(400):
+        await call(http, standin, "sendMessage", chat_id=USER, text="hi")
+    assert outcomes() == first
+
+
+async def test_spared_methods_never_fail_at_random_and_clear_stops_the_faults(standin, http, ada):
+    standin.faults.at_random(1.0, (503,), spare=["getMe"])
+    status, _ = await call(http, standin, "getMe")
+    assert status == 200
+    status, _ = await call(http, standin, "sendMessage", chat_id=USER, text="hi")
+    assert status == 503
+    standin.faults.clear()
+    status, _ = await call(http, standin, "sendMessage", chat_id=USER, text="hi")
+    assert status == 200
+
+
 # ------------------------------------------------------------ getUpdates
 
 

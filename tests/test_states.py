@@ -56,7 +56,9 @@ async def _steps(db: Database, *steps: Step) -> None:
 
 
 def _show(slide: int) -> Step:
-    return lambda db: db.show_slide(USER, LESSON_ID, slide, last_slide=LAST_SLIDE, message_id=10 + slide)
+    return lambda db: db.show_slide(
+        USER, LESSON_ID, f"s{slide}", furthest_slide_id=f"s{slide}", last=slide == LAST_SLIDE, message_id=10 + slide
+    )
 
 
 # The lesson machine. How to reach each stage, and how the handlers take each step.
@@ -70,7 +72,7 @@ REACH_STAGE: dict[Stage, list[Step]] = {
 LESSON_STEPS: dict[LessonStep, Step] = {
     LessonStep.TURN: _show(0),
     LessonStep.READ_LAST: _show(LAST_SLIDE),
-    LessonStep.START_QUIZ: lambda db: db.start_quiz(USER, LESSON_ID, ["q-one", "q-two"]),
+    LessonStep.START_QUIZ: lambda db: db.start_quiz(USER, LESSON_ID, ["q-one", "q-two"], 7),
     LessonStep.COMPLETE: lambda db: db.complete_lesson(USER, LESSON_ID),
     LessonStep.RESET: lambda db: db.reset(USER),
 }
@@ -104,12 +106,12 @@ class Round:
         self.sent: list[SentPoll] = []
 
     async def start(self, questions: int) -> None:
-        await self.db.start_quiz(USER, LESSON_ID, [f"q-{n}" for n in range(questions)])
+        await self.db.start_quiz(USER, LESSON_ID, [f"q-{n}" for n in range(questions)], 7)
 
     async def send(self) -> None:
         learner = await self.db.find_learner(USER)
         assert learner is not None
-        poll = SentPoll(f"poll-{len(self.sent)}", USER, LESSON_ID, (learner.quiz_queue or ("q-0",))[0])
+        poll = SentPoll(f"poll-{len(self.sent)}", USER, LESSON_ID, (learner.quiz_queue or ("q-0",))[0], ("a", "b"))
         await self.db.poll_sent(poll, message_id=None)
         self.sent.append(poll)
 
@@ -117,7 +119,13 @@ class Round:
         """Answer the poll sent last: the awaited one, or a stale one when none is awaited."""
         if not self.sent:
             await self.send()
-        await self.db.record_answer(self.sent[-1], 0, True)
+        await self.db.record_answer(self.sent[-1], 0, "a", True)
+
+    async def drop(self, every: bool) -> None:
+        """Take questions off the round as if they left the lesson: all of them, or all but one."""
+        learner = await self.db.find_learner(USER)
+        assert learner is not None
+        await self.db.drop_questions(USER, list(learner.quiz_queue if every else learner.quiz_queue[1:]))
 
     async def state(self) -> QuizRound:
         learner = await self.db.find_learner(USER)
@@ -144,6 +152,8 @@ async def _take_quiz_step(round_: Round, step: QuizStep) -> None:
         await round_.send()
     elif step in (QuizStep.ANSWER, QuizStep.ANSWER_LAST):
         await round_.answer()
+    elif step in (QuizStep.DROP, QuizStep.DROP_LAST):
+        await round_.drop(every=step is QuizStep.DROP_LAST)
     else:
         await round_.db.reset(USER)
 

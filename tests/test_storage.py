@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import datetime as dt
 import re
 import sqlite3
 from collections.abc import AsyncIterator
@@ -14,7 +15,7 @@ import pytest
 import bot.storage.db as db_module
 from bot.errors import StorageError
 from bot.learner import LessonProgress, ReaderView, SentPoll
-from bot.storage.db import Database, backup
+from bot.storage.db import Database, Recorded, backup
 from bot.storage.migrations import MIGRATIONS
 from tests.conftest import answers_recorded
 
@@ -143,23 +144,6 @@ async def test_close_twice_is_fine_and_leaves_no_wal_file(db_path):
     assert rows(db_path, "SELECT user_id FROM learners") == [(USER,)]
 
 
-# Updates.
-
-
-async def test_first_delivery_is_true_once_per_update_id(db):
-    assert await db.first_delivery(500) is True
-    assert await db.first_delivery(500) is False
-    assert await db.first_delivery(501) is True
-    assert await db.first_delivery(500) is False
-
-
-async def test_old_update_ids_are_forgotten(db):
-    assert await db.first_delivery(7) is True
-    assert await db.first_delivery(db_module.REMEMBERED_UPDATES + 1000) is True  # prunes ids below 1000
-    assert await db.first_delivery(7) is True
-    assert await db.first_delivery(db_module.REMEMBERED_UPDATES + 1000) is False
-
-
 # Learners.
 
 
@@ -195,24 +179,41 @@ async def test_chosen_language_is_stored_and_can_be_cleared(db):
     assert (await db.find_learner(USER)).language is None
 
 
+# Slides.
+
+
+async def show(
+    db: Database,
+    slide: int,
+    *,
+    furthest: int | None = None,
+    last: int = 12,
+    user: int = USER,
+    lesson: str = "grad",
+    message_id: int | None = None,
+) -> None:
+    """Show slide number ``slide`` (id s<n>) the way the lesson handler does."""
+    reached = slide if furthest is None else furthest
+    await db.show_slide(
+        user, lesson, f"s{slide}", furthest_slide_id=f"s{reached}", last=slide == last, message_id=message_id
+    )
+
+
 async def test_learners_are_kept_apart(db):
     await db.learner(USER, CHAT, "en")
     await db.learner(USER + 1, CHAT + 1, "ru")
-    await db.show_slide(USER, "grad", 2, last_slide=12, message_id=5)
+    await show(db, 2, message_id=5)
     assert await db.progress(USER + 1) == {}
     assert (await db.find_learner(USER + 1)).lesson_id is None
 
 
-# Slides.
-
-
-async def test_show_slide_tracks_the_slide_and_keeps_the_furthest(db):
+async def test_show_slide_keeps_the_slide_and_the_furthest_reached_by_id(db):
     await db.learner(USER, CHAT, "en")
-    await db.show_slide(USER, "grad", 0, last_slide=12, message_id=40)
-    await db.show_slide(USER, "grad", 5, last_slide=12, message_id=None)
-    await db.show_slide(USER, "grad", 2, last_slide=12, message_id=None)
+    await show(db, 0, message_id=40)
+    await show(db, 5)
+    await show(db, 2, furthest=5)
     assert await db.progress(USER) == {
-        "grad": LessonProgress("grad", slide=2, furthest_slide=5, slides_read=False, completed=False, started=True)
+        "grad": LessonProgress("grad", "s2", "s5", slides_read=False, completed=False, started=True)
     }
     learner = await db.find_learner(USER)
     assert (learner.lesson_id, learner.reader_message_id, learner.reader_view) == ("grad", 40, ReaderView.SLIDE)
@@ -220,18 +221,18 @@ async def test_show_slide_tracks_the_slide_and_keeps_the_furthest(db):
 
 async def test_reaching_the_last_slide_marks_the_slides_read_for_good(db):
     await db.learner(USER, CHAT, "en")
-    await db.show_slide(USER, "grad", 11, last_slide=12, message_id=1)
+    await show(db, 11)
     assert (await db.progress(USER))["grad"].slides_read is False
-    await db.show_slide(USER, "grad", 12, last_slide=12, message_id=1)
+    await show(db, 12)
     assert (await db.progress(USER))["grad"].slides_read is True
-    await db.show_slide(USER, "grad", 3, last_slide=12, message_id=1)
+    await show(db, 3, furthest=12)
     progress = (await db.progress(USER))["grad"]
-    assert (progress.slide, progress.furthest_slide, progress.slides_read) == (3, 12, True)
+    assert (progress.slide_id, progress.furthest_slide_id, progress.slides_read) == ("s3", "s12", True)
 
 
 async def test_a_lesson_whose_first_shown_slide_is_the_last_is_read(db):
     await db.learner(USER, CHAT, "en")
-    await db.show_slide(USER, "grad", 12, last_slide=12, message_id=None)
+    await show(db, 12)
     assert (await db.progress(USER))["grad"].slides_read is True
 
 
@@ -245,10 +246,10 @@ async def test_set_reader_message_remembers_the_message_and_view(db):
 async def test_complete_lesson_requires_the_slides_read(db):
     await db.learner(USER, CHAT, "en")
     assert await db.complete_lesson(USER, "grad") is False  # never opened
-    await db.show_slide(USER, "grad", 4, last_slide=12, message_id=None)
+    await show(db, 4)
     assert await db.complete_lesson(USER, "grad") is False  # slides not read
     assert (await db.progress(USER))["grad"].completed is False
-    await db.show_slide(USER, "grad", 12, last_slide=12, message_id=None)
+    await show(db, 12)
     assert await db.complete_lesson(USER, "grad") is True
     assert await db.complete_lesson(USER, "grad") is False  # already done
     assert (await db.progress(USER))["grad"].completed is True
@@ -256,89 +257,139 @@ async def test_complete_lesson_requires_the_slides_read(db):
 
 # Quick Check.
 
+OPTIONS = ("a", "b", "c", "d")
 
-async def _quiz(db: Database, questions: list[str]) -> None:
+
+def sent(poll_id: str, question: str, lesson: str = "grad") -> SentPoll:
+    return SentPoll(poll_id, USER, lesson, question, OPTIONS)
+
+
+async def _quiz(db: Database, questions: list[str], seed: int = 7) -> None:
     await db.learner(USER, CHAT, "en")
-    await db.start_quiz(USER, "grad", questions)
+    await db.start_quiz(USER, "grad", questions, seed)
 
 
-async def test_start_quiz_queues_the_questions(db):
-    await _quiz(db, ["q-one", "q-two", "q-three"])
+async def test_start_quiz_queues_the_questions_with_the_rounds_seed(db):
+    await _quiz(db, ["q-one", "q-two", "q-three"], seed=1234)
     learner = await db.find_learner(USER)
-    assert (learner.quiz_lesson_id, learner.quiz_queue, learner.quiz_poll_id) == (
+    assert (learner.quiz_lesson_id, learner.quiz_queue, learner.quiz_poll_id, learner.quiz_seed) == (
         "grad",
         ("q-one", "q-two", "q-three"),
         None,
+        1234,
     )
 
 
-async def test_poll_sent_is_the_awaited_poll(db):
+async def test_poll_sent_is_the_awaited_poll_with_its_options_in_the_order_shown(db):
     await _quiz(db, ["q-one", "q-two"])
-    poll = SentPoll("poll-1", USER, "grad", "q-one")
+    poll = SentPoll("poll-1", USER, "grad", "q-one", ("c", "a", "d", "b"))
     await db.poll_sent(poll, message_id=10)
     assert (await db.find_learner(USER)).quiz_poll_id == "poll-1"
     assert await db.sent_poll("poll-1") == poll
     assert await db.sent_poll("poll-2") is None
+    assert await db.poll_message("poll-1") == 10
+
+
+async def test_a_polls_age_is_read_on_the_databases_clock(tmp_path):
+    now = dt.datetime(2026, 5, 1, 12, 0, tzinfo=dt.UTC)
+    clock = [now]
+    database = await Database.open(tmp_path / "clocked.sqlite3", clock=lambda: clock[0])
+    try:
+        await _quiz(database, ["q-one"])
+        await database.poll_sent(sent("poll-1", "q-one"), message_id=3)
+        clock[0] = now + dt.timedelta(seconds=90)
+        assert await database.poll_age("poll-1") == dt.timedelta(seconds=90)
+        assert await database.poll_age("nope") is None
+    finally:
+        await database.close()
 
 
 async def test_answering_the_awaited_poll_pops_its_question(db):
     await _quiz(db, ["q-one", "q-two"])
-    first = SentPoll("poll-1", USER, "grad", "q-one")
+    first = sent("poll-1", "q-one")
     await db.poll_sent(first, message_id=10)
-    assert await db.record_answer(first, 0, True) == ("q-two",)
+    assert await db.record_answer(first, 0, "a", True) == Recorded(("q-two",))
     learner = await db.find_learner(USER)
     assert (learner.quiz_queue, learner.quiz_poll_id, learner.quiz_lesson_id) == (("q-two",), None, "grad")
-    second = SentPoll("poll-2", USER, "grad", "q-two")
+    second = sent("poll-2", "q-two")
     await db.poll_sent(second, message_id=11)
-    assert await db.record_answer(second, 2, False) == ()
+    assert await db.record_answer(second, 2, "c", False) == Recorded(())
     learner = await db.find_learner(USER)
     assert (learner.quiz_queue, learner.quiz_poll_id, learner.quiz_lesson_id) == ((), None, None)
 
 
 async def test_recording_the_same_poll_twice_returns_none_the_second_time(db, db_path):
     await _quiz(db, ["q-one", "q-two"])
-    poll = SentPoll("poll-1", USER, "grad", "q-one")
+    poll = sent("poll-1", "q-one")
     await db.poll_sent(poll, message_id=10)
-    assert await db.record_answer(poll, 0, True) == ("q-two",)
-    assert await db.record_answer(poll, 1, False) is None
+    assert await db.record_answer(poll, 0, "a", True) == Recorded(("q-two",))
+    assert await db.record_answer(poll, 1, "b", False) is None
     assert answers_recorded(db_path, USER) == 1
-    assert (await db.latest_answers(USER))[("grad", "q-one")].option_index == 0
+    assert (await db.latest_answers(USER))[("grad", "q-one")].option_id == "a"
     assert (await db.find_learner(USER)).quiz_queue == ("q-two",)
 
 
 async def test_answer_to_a_poll_not_awaited_is_recorded_but_pops_nothing(db):
     await _quiz(db, ["q-one", "q-two"])
-    old = SentPoll("poll-old", USER, "grad", "q-two")
+    old = sent("poll-old", "q-two")
     await db.poll_sent(old, message_id=9)
-    awaited = SentPoll("poll-1", USER, "grad", "q-one")
+    awaited = sent("poll-1", "q-one")
     await db.poll_sent(awaited, message_id=10)
-    assert await db.record_answer(old, 1, False) is None
+    assert await db.record_answer(old, 1, "b", False) == Recorded(None)
     learner = await db.find_learner(USER)
     assert (learner.quiz_queue, learner.quiz_poll_id) == (("q-one", "q-two"), "poll-1")
     answer = (await db.latest_answers(USER))[("grad", "q-two")]
-    assert (answer.option_index, answer.correct) == (1, False)
+    assert (answer.option_id, answer.correct) == ("b", False)
+
+
+async def test_an_answer_is_kept_by_option_id_and_the_position_tapped(db, db_path):
+    await _quiz(db, ["q-one"])
+    poll = SentPoll("poll-1", USER, "grad", "q-one", ("d", "b", "a", "c"))
+    await db.poll_sent(poll, message_id=10)
+    await db.record_answer(poll, 2, "a", True)
+    assert rows(db_path, "SELECT option_index, option_id, correct FROM quiz_answers") == [(2, "a", 1)]
 
 
 async def test_latest_answers_keep_only_the_latest_answer_per_question(db, db_path):
     await _quiz(db, ["q-one", "q-two"])
-    answers = [("p1", "q-one", 2, False), ("p2", "q-two", 0, True), ("p3", "q-one", 0, True), ("p4", "q-two", 3, False)]
+    answers = [
+        ("p1", "q-one", "c", False),
+        ("p2", "q-two", "a", True),
+        ("p3", "q-one", "a", True),
+        ("p4", "q-two", "d", False),
+    ]
     for poll_id, question, option, correct in answers:
-        poll = SentPoll(poll_id, USER, "grad", question)
+        poll = sent(poll_id, question)
         await db.poll_sent(poll, message_id=None)
-        await db.record_answer(poll, option, correct)
+        await db.record_answer(poll, OPTIONS.index(option), option, correct)
     latest = await db.latest_answers(USER)
     assert set(latest) == {("grad", "q-one"), ("grad", "q-two")}
-    assert (latest[("grad", "q-one")].option_index, latest[("grad", "q-one")].correct) == (0, True)
-    assert (latest[("grad", "q-two")].option_index, latest[("grad", "q-two")].correct) == (3, False)
+    assert (latest[("grad", "q-one")].option_id, latest[("grad", "q-one")].correct) == ("a", True)
+    assert (latest[("grad", "q-two")].option_id, latest[("grad", "q-two")].correct) == ("d", False)
     assert answers_recorded(db_path, USER) == 4
 
 
 async def test_a_new_round_replaces_the_round_under_way(db):
     await _quiz(db, ["q-one", "q-two"])
-    await db.poll_sent(SentPoll("poll-1", USER, "grad", "q-one"), message_id=10)
-    await db.start_quiz(USER, "backward", ["b-one"])
+    await db.poll_sent(sent("poll-1", "q-one"), message_id=10)
+    await db.start_quiz(USER, "backward", ["b-one"], 8)
     learner = await db.find_learner(USER)
-    assert (learner.quiz_lesson_id, learner.quiz_queue, learner.quiz_poll_id) == ("backward", ("b-one",), None)
+    assert (learner.quiz_lesson_id, learner.quiz_queue, learner.quiz_poll_id, learner.quiz_seed) == (
+        "backward",
+        ("b-one",),
+        None,
+        8,
+    )
+
+
+async def test_questions_that_left_the_lesson_are_dropped_with_the_poll_awaited(db):
+    await _quiz(db, ["q-one", "q-two", "q-three"])
+    await db.poll_sent(sent("poll-1", "q-one"), message_id=10)
+    assert await db.drop_questions(USER, ["q-one", "q-three"]) == ("q-two",)
+    learner = await db.find_learner(USER)
+    assert (learner.quiz_lesson_id, learner.quiz_queue, learner.quiz_poll_id) == ("grad", ("q-two",), None)
+    assert await db.drop_questions(USER, ["q-two"]) == ()
+    assert (await db.find_learner(USER)).quiz_lesson_id is None
 
 
 # Reset.
@@ -347,14 +398,14 @@ async def test_a_new_round_replaces_the_round_under_way(db):
 async def test_reset_clears_progress_and_answers_but_keeps_the_language(db, db_path):
     await db.learner(USER, CHAT, "ru")
     await db.set_language(USER, "ru")
-    await db.show_slide(USER, "grad", 12, last_slide=12, message_id=30)
+    await show(db, 12, message_id=30)
     await db.complete_lesson(USER, "grad")
-    await db.start_quiz(USER, "grad", ["q-one", "q-two"])
-    poll = SentPoll("poll-1", USER, "grad", "q-one")
+    await db.start_quiz(USER, "grad", ["q-one", "q-two"], 7)
+    poll = sent("poll-1", "q-one")
     await db.poll_sent(poll, message_id=31)
-    await db.record_answer(poll, 0, True)
+    await db.record_answer(poll, 0, "a", True)
     await db.learner(USER + 1, CHAT + 1, "en")
-    await db.show_slide(USER + 1, "grad", 3, last_slide=12, message_id=None)
+    await show(db, 3, user=USER + 1)
 
     await db.reset(USER)
 
@@ -375,7 +426,7 @@ async def test_reset_clears_progress_and_answers_but_keeps_the_language(db, db_p
 async def test_backup_copies_committed_data_while_another_connection_is_writing(db, db_path, tmp_path):
     for user in range(3):
         await db.learner(user, CHAT + user, "en")
-    await db.show_slide(0, "grad", 4, last_slide=12, message_id=None)
+    await show(db, 4, user=0)
     target = tmp_path / "backups" / "copy.sqlite3"
     async with aiosqlite.connect(db_path, isolation_level=None) as writer:
         await writer.execute("BEGIN IMMEDIATE")
@@ -387,7 +438,7 @@ async def test_backup_copies_committed_data_while_another_connection_is_writing(
         await writer.execute("ROLLBACK")
     assert rows(target, "PRAGMA integrity_check") == [("ok",)]
     assert rows(target, "SELECT count(*) FROM learners") == [(3,)]
-    assert rows(target, "SELECT user_id, lesson_id, furthest_slide FROM lesson_progress") == [(0, "grad", 4)]
+    assert rows(target, "SELECT user_id, lesson_id, furthest_slide_id FROM lesson_progress") == [(0, "grad", "s4")]
     assert rows(target, "PRAGMA user_version") == [(len(MIGRATIONS),)]
     assert not target.with_name(target.name + ".partial").exists()
 

@@ -20,13 +20,14 @@ class Coverage:
     slides: tuple[int, int] = (0, 0)
     questions: tuple[int, int] = (0, 0)
     exercises: tuple[int, int] = (0, 0)
+    drills: tuple[int, int] = (0, 0)
     lesson_texts: tuple[int, int] = (0, 0)  # lesson titles, summaries, recaps and the course's own texts
     messages: tuple[int, int] = (0, 0)  # UI strings in the catalog
     outdated: list[Outdated] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
-        figures = (self.slides, self.questions, self.exercises, self.lesson_texts, self.messages)
+        figures = (self.slides, self.questions, self.exercises, self.drills, self.lesson_texts, self.messages)
         return all(done == total for done, total in figures) and not self.outdated
 
 
@@ -47,6 +48,7 @@ def coverage(content: Content, language: str, catalog: Path | None) -> Coverage:
         report.questions = _add(report.questions, sum(not q.fallback for q in lesson.quiz), len(lesson.quiz))
         if lesson.exercise is not None:
             report.exercises = _add(report.exercises, int(not lesson.exercise.fallback), 1)
+        report.drills = _add(report.drills, sum(not d.fallback for d in lesson.drills), len(lesson.drills))
         texts = [p for p in ("title", "summary", "recap") if lesson.translation and p in lesson.translation.parts]
         report.lesson_texts = _add(report.lesson_texts, len(texts), 3)
         report.outdated += outdated(lesson.translation, lesson_parts(source))
@@ -82,7 +84,7 @@ def report_lines(reports: list[Coverage]) -> list[str]:
     for r in reports:
         lines.append(
             f"  {r.language:<6} slides {_percent(r.slides)}, questions {_percent(r.questions)}, "
-            f"exercises {_percent(r.exercises)}, lesson texts {_percent(r.lesson_texts)}, "
+            f"exercises {_percent(r.exercises)}, drills {_percent(r.drills)}, lesson texts {_percent(r.lesson_texts)}, "
             f"UI messages {_percent(r.messages)}, out of date {len(r.outdated)}"
         )
     return lines

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator
+import sqlite3
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from bot.content.load import lint
 from bot.content.model import Content
-from bot.errors import ContentError, Problem
+from bot.errors import ContentError, Problem, StorageError
 from bot.i18n import I18n
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,9 @@ class Library:
         self._lock = asyncio.Lock()
         # Told of every reload, accepted or refused: the web chat's banner, the command menu.
         self.listeners: list[Callable[[Reloaded], None]] = []
+        # Run with a valid edition before it is put in use (the database adopting its lessons); if it fails,
+        # the reload is refused and the edition in use keeps serving.
+        self.prepare: Callable[[Edition], Awaitable[None]] | None = None
 
     @property
     def current(self) -> Edition:
@@ -114,9 +118,19 @@ class Library:
                 for line in outcome.lines():
                     log.error("%s", line)
             else:
-                self._current = Edition(content, i18n, self._current.number + 1)
-                outcome = Reloaded(self._current)
-                log.info("content reloaded: %s", outcome.lines()[0])
+                outcome = await self._put_in_use(Edition(content, i18n, self._current.number + 1))
         for listen in self.listeners:
             listen(outcome)
+        return outcome
+
+    async def _put_in_use(self, edition: Edition) -> Reloaded:
+        if self.prepare is not None:
+            try:
+                await self.prepare(edition)
+            except (StorageError, sqlite3.Error) as exc:
+                log.error("content reload refused: the progress database could not follow it: %s", exc)
+                return Reloaded(self._current, (Problem(str(self.lessons_dir), 1, f"progress database: {exc}"),))
+        self._current = edition
+        outcome = Reloaded(edition)
+        log.info("content reloaded: %s", outcome.lines()[0])
         return outcome

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from bot.i18n import DEFAULT_LANGUAGE
 from runner.client import CHECK_KINDS as CHECK_KINDS  # re-exported for the content side
@@ -37,7 +37,12 @@ class Slide:
 
 @dataclass(frozen=True)
 class Question:
-    """One Quick Check question, sent as a native Telegram quiz poll."""
+    """One Quick Check question, sent as a native Telegram quiz poll.
+
+    Options are listed in the English file's order: ``options`` holds their texts (translated, in a
+    translation), ``option_ids`` their stable ids (always the English ones), ``correct`` the index of the
+    right one. The bot shows them shuffled (bot.shuffle) and records answers by id.
+    """
 
     id: str
     question: str
@@ -46,6 +51,27 @@ class Question:
     explanation: str
     fallback: bool = False
     source: Source = field(default=_NOWHERE, compare=False)
+    # Lesson files give every option an id; a question built in code without them gets option-1, option-2...
+    option_ids: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.option_ids:
+            object.__setattr__(self, "option_ids", tuple(f"option-{n}" for n in range(1, len(self.options) + 1)))
+        if len(self.option_ids) != len(self.options):
+            raise ValueError(f"question {self.id!r}: {len(self.option_ids)} option ids for {len(self.options)} options")
+
+    @property
+    def correct_id(self) -> str:
+        """Return the id of the right option."""
+        return self.option_ids[self.correct]
+
+    def option_text(self, option_id: str) -> str | None:
+        """Return the text of the option with this id, or None if the question has no such option."""
+        return next((t for i, t in zip(self.option_ids, self.options, strict=True) if i == option_id), None)
+
+
+# The placeholders a check's fail message may use: what the learner's code produced, and what it should have.
+FAIL_PLACEHOLDERS = ("{got}", "{expected}")
 
 
 @dataclass(frozen=True)
@@ -55,8 +81,13 @@ class ExerciseCheck:
     id: str
     expr: str
     kind: str  # one of CHECK_KINDS
-    expect: object
-    fail: str  # shown when the check fails; {got} is what the learner's code produced
+    expect: object  # None: what the exercise's solution gives on the same random inputs
+    fail: str  # shown when the check fails; {got} is what the learner's code produced, {expected} what it should
+
+    @property
+    def from_solution(self) -> bool:
+        """Whether the expected value comes from running the solution (no ``expect``; kinds other than true)."""
+        return self.expect is None and self.kind != "true"
 
 
 @dataclass(frozen=True)
@@ -71,6 +102,83 @@ class Exercise:
     solution: str
     fallback: bool = False
     source: Source = field(default=_NOWHERE, compare=False)
+
+
+@dataclass(frozen=True)
+class ParsonsDrill:
+    """A Parsons problem: tap given lines of code into order. Each line carries its indentation.
+
+    Any order counts as right if it gives what the author's order gives: run after the hidden ``setup``
+    on the same seed, every check's expression must equal (or be close to) its value after ``lines``.
+    """
+
+    id: str
+    prompt: str
+    lines: tuple[str, ...]  # the author's order, each line with its indentation
+    distractors: tuple[str, ...]  # lines that belong nowhere; never on a lesson's first drill
+    setup: str  # run before the lines, never shown ("" for none)
+    checks: tuple[ExerciseCheck, ...]  # an 'expect' of None compares with the author's order
+    explanation: str
+    fallback: bool = False
+    source: Source = field(default=_NOWHERE, compare=False)
+
+    kind: ClassVar[Literal["parsons"]] = "parsons"
+
+    @property
+    def pieces(self) -> tuple[str, ...]:
+        """Return every line the learner can tap: the program's lines, then the distractors."""
+        return self.lines + self.distractors
+
+    @property
+    def program(self) -> str:
+        """Return the author's program: the hidden setup, then the lines in order."""
+        return program(self.setup, self.lines)
+
+    @property
+    def exercise(self) -> Exercise:
+        """Return the drill as a graded exercise whose solution is the author's order."""
+        return Exercise(
+            title=self.id,
+            instructions=self.prompt,
+            starter="",
+            hints=(),
+            checks=self.checks,
+            solution=self.program,
+            fallback=self.fallback,
+            source=self.source,
+        )
+
+
+def program(setup: str, lines: tuple[str, ...]) -> str:
+    """Return the code a Parsons arrangement runs as: the hidden setup, then the lines."""
+    return "\n".join(([setup] if setup else []) + list(lines))
+
+
+@dataclass(frozen=True)
+class ChoiceDrill:
+    """Fill in the blank (a line of code with a gap) or predict the output (of a short sample): 2 to 4 choices."""
+
+    id: str
+    kind: Literal["fill", "predict"]
+    prompt: str
+    code: str  # for 'fill', with the gap written GAP, once
+    choices: tuple[str, ...]  # code or output, the same in every language
+    correct: int
+    explanation: str
+    setup: str = ""  # never shown; run before the code when the tests verify it
+    fallback: bool = False
+    source: Source = field(default=_NOWHERE, compare=False)
+
+    GAP: ClassVar[str] = "___"
+
+    @property
+    def answer(self) -> str:
+        """Return the code as it reads when answered: the gap filled with the right choice."""
+        return self.code.replace(self.GAP, self.choices[self.correct], 1) if self.kind == "fill" else self.code
+
+
+Drill = ParsonsDrill | ChoiceDrill
+DRILL_KINDS = ("parsons", "fill", "predict")
 
 
 @dataclass(frozen=True)
@@ -103,12 +211,21 @@ class Lesson:
     recap: str
     recap_fallback: bool = False
     exercise: Exercise | None = None
+    drills: tuple[Drill, ...] = ()  # after the Quick Check, before the practice: part of finishing the lesson
     source: Source = field(default=_NOWHERE, compare=False)
     translation: Translation | None = field(default=None, compare=False)  # None in English or untranslated
 
     def question(self, question_id: str) -> Question | None:
         """Return the question with this id, or None."""
         return next((q for q in self.quiz if q.id == question_id), None)
+
+    def slide_index(self, slide_id: str) -> int | None:
+        """Return the position of the slide with this id, or None if the lesson has no such slide."""
+        return next((i for i, s in enumerate(self.slides) if s.id == slide_id), None)
+
+    def drill(self, drill_id: str) -> Drill | None:
+        """Return the drill with this id, or None."""
+        return next((d for d in self.drills if d.id == drill_id), None)
 
     @property
     def last_slide(self) -> int:
@@ -166,6 +283,7 @@ def untranslated(lesson: Lesson) -> Lesson:
         quiz=tuple(replace(q, fallback=True) for q in lesson.quiz),
         recap_fallback=True,
         exercise=replace(lesson.exercise, fallback=True) if lesson.exercise else None,
+        drills=tuple(replace(d, fallback=True) for d in lesson.drills),
     )
 
 

@@ -11,8 +11,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bot import lessontext
+from bot.callbacks import ShowSlide
+from bot.content.drill_parsing import read_drill_translations, read_drills
 from bot.content.model import (
     CHECK_KINDS,
+    FAIL_PLACEHOLDERS,
     Content,
     Course,
     Exercise,
@@ -29,8 +32,9 @@ from bot.content.stamps import plain as stamp_plain
 from bot.content.yamlfile import ID, ContentFile, LinedMap, plain
 from bot.errors import Problem
 from bot.i18n import DEFAULT_LANGUAGE
+from runner.client import Check, InvalidRequest
 
-# A lesson id travels in button data (callbacks.MAX_BYTES in all, with a prefix and a slide number).
+# A lesson id travels in button data (callbacks.MAX_BYTES in all, with a prefix and a slide id).
 LESSON_ID_MAX = 32
 LANGUAGE_DIR = re.compile(r"^[a-z]{2,3}(_[A-Z][a-zA-Z]{1,3})?$")
 
@@ -53,7 +57,7 @@ def _read_english_lesson(file: ContentFile, data: LinedMap, number: int) -> Less
         data,
         "lesson",
         {"id": str, "title": str, "summary": str, "slides": list, "quiz": list, "recap": str, "exercise": dict},
-        {},
+        {"drills": list},
     )
     slides = [
         _read_slide(file, line, item, item_id)
@@ -69,13 +73,16 @@ def _read_english_lesson(file: ContentFile, data: LinedMap, number: int) -> Less
         file.problem(data.key_lines["id"], f"lesson id '{top['id']}' must be lowercase words joined by '-'")
     elif len(top["id"]) > LESSON_ID_MAX:
         file.problem(data.key_lines["id"], f"lesson id '{top['id']}' is longer than {LESSON_ID_MAX} characters")
+    else:
+        _check_slide_buttons(file, top["id"], [slide for slide in slides if slide is not None])
     for key in ("title", "summary", "recap"):
         file.check_lesson_text(data, key, "lesson")
     _count(file, data, "slides", len(data["slides"]), SLIDE_COUNT, "slides")
     _count(file, data, "quiz", len(data["quiz"]), QUIZ_COUNT, "questions in the Quick Check")
     exercise = _read_exercise(file, data["exercise"])
+    drills = read_drills(file, data)
     read_slides, read_quiz = _all_read(slides), _all_read(quiz)
-    if read_slides is None or read_quiz is None or exercise is None:
+    if read_slides is None or read_quiz is None or exercise is None or drills is None:
         return None
     return Lesson(
         id=top["id"],
@@ -86,8 +93,18 @@ def _read_english_lesson(file: ContentFile, data: LinedMap, number: int) -> Less
         quiz=read_quiz,
         recap=top["recap"],
         exercise=exercise,
+        drills=drills,
         source=file.source(data.line),
     )
+
+
+def _check_slide_buttons(file: ContentFile, lesson_id: str, slides: list[Slide]) -> None:
+    """Report a slide whose Back or Next button could not carry its id (Telegram's 64 bytes of data)."""
+    for slide in slides:
+        try:
+            ShowSlide(lesson_id, slide.id).pack()
+        except ValueError as exc:
+            file.problem(slide.source.line, f"slide '{slide.id}': {exc}")
 
 
 HINT_COUNT = (1, 3)
@@ -132,25 +149,8 @@ def _read_exercise(file: ContentFile, node: LinedMap) -> Exercise | None:
     if not low <= len(node["checks"]) <= high:
         file.problem(node.key_lines["checks"], f"{where}: has {len(node['checks'])} checks, expected {low} to {high}")
     for _line, item, check_id in file.unique_ids(file.items(node, "checks", where), "check"):
-        check_where = f"check '{check_id}'"
-        fields = file.fields(item, check_where, {"id": str, "expr": str, "kind": str, "fail": str}, {"expect": object})
-        if fields is None:
-            continue
-        if fields["kind"] not in CHECK_KINDS:
-            file.problem(item.key_lines["kind"], f"{check_where}: kind must be one of {', '.join(CHECK_KINDS)}")
-            continue
-        if fields["kind"] != "true" and "expect" not in fields:
-            file.problem(item.line, f"{check_where}: missing 'expect' (only kind 'true' goes without)")
-            continue
-        try:
-            compile(fields["expr"], "<check>", "eval")
-        except SyntaxError as exc:
-            file.problem(item.key_lines["expr"], f"{check_where}: 'expr' is not a Python expression ({exc.msg})")
-            continue
-        file.check_lesson_text(item, "fail", check_where)
-        checks.append(
-            ExerciseCheck(check_id, fields["expr"], fields["kind"], plain(fields.get("expect")), fields["fail"])
-        )
+        if (check := read_check(file, item, check_id)) is not None:
+            checks.append(check)
     if hints is None or len(checks) != len(node["checks"]):
         return None
     return Exercise(
@@ -162,6 +162,71 @@ def _read_exercise(file: ContentFile, node: LinedMap) -> Exercise | None:
         solution=_required_code(values["solution"]),
         source=file.source(node.line),
     )
+
+
+def read_check(file: ContentFile, item: LinedMap, check_id: str) -> ExerciseCheck | None:
+    """Read one hidden check of an exercise or a drill, or return None after reporting its problem.
+
+    A check may leave 'expect' out: it is then compared with what the reference (the solution, or a drill's
+    own order) gives on the same random inputs.
+    """
+    check_where = f"check '{check_id}'"
+    fields = file.fields(item, check_where, {"id": str, "expr": str, "kind": str, "fail": str}, {"expect": object})
+    if fields is None:
+        return None
+    if fields["kind"] not in CHECK_KINDS:
+        file.problem(item.key_lines["kind"], f"{check_where}: kind must be one of {', '.join(CHECK_KINDS)}")
+        return None
+    if fields["kind"] == "true" and "expect" in fields:
+        file.problem(item.key_lines["expect"], f"{check_where}: a 'true' check takes no 'expect'")
+        return None
+    expect = plain(fields.get("expect"))
+    if "expect" in item and item["expect"] is None:
+        file.problem(
+            item.key_lines["expect"], f"{check_where}: 'expect' is empty; leave it out to compare with the solution"
+        )
+        return None
+    try:
+        # The runner's own reading of the expression: what lint accepts is what extraction can evaluate.
+        Check(check_id, fields["expr"], fields["kind"], expect=expect)
+    except InvalidRequest as exc:
+        file.problem(item.key_lines["expr"], f"{check_where}: 'expr' {str(exc).removeprefix(f'check {check_id!r}: ')}")
+        return None
+    file.check_lesson_text(item, "fail", check_where)
+    check = ExerciseCheck(check_id, fields["expr"], fields["kind"], expect, fields["fail"])
+    why_not = ": a 'true' check's value is only False"
+    if (problem := _placeholder_problem(check.fail, _placeholders(check), why_not=why_not)) is not None:
+        file.problem(item.key_lines["fail"], f"{check_where}: 'fail' {problem}")
+        return None
+    return check
+
+
+def _placeholders(check: ExerciseCheck) -> tuple[str, ...]:
+    """The placeholders a check's fail message may use: a 'true' check's value is only False, and it expects True."""
+    return () if check.kind == "true" else FAIL_PLACEHOLDERS
+
+
+def _placeholder_problem(
+    fail: str, allowed: tuple[str, ...], required: tuple[str, ...] = (), why_not: str = ""
+) -> str | None:
+    """Say what is wrong with the braces of a fail message, or return None.
+
+    Each placeholder in ``allowed`` may appear once (``required`` ones must), and no other brace;
+    ``why_not`` says why one that is not allowed is not.
+    """
+    rest = fail
+    for placeholder in FAIL_PLACEHOLDERS:
+        count = fail.count(placeholder)
+        if count and placeholder not in allowed:
+            return f"may not use {placeholder}{why_not}"
+        if count > 1:
+            return f"uses {placeholder} more than once"
+        if placeholder in required and not count:
+            return f"must use {placeholder}, as the English does"
+        rest = rest.replace(placeholder, "")
+    if "{" in rest or "}" in rest:
+        return f"has braces other than {' and '.join(allowed or FAIL_PLACEHOLDERS)}"
+    return None
 
 
 def _count(file: ContentFile, data: LinedMap, key: str, n: int, bounds: tuple[int, int], what: str) -> None:
@@ -201,21 +266,23 @@ def _read_question(file: ContentFile, line: int, item: LinedMap, question_id: st
     values = file.fields(item, where, {"id": str, "question": str, "options": list, "explanation": str}, {})
     if values is None:
         return None
+    listed = file.items(item, "options", where)
+    if len(listed) != len(values["options"]):
+        return None  # an option that is not a mapping, reported by items()
     options: list[str] = []
+    ids: list[str] = []
     correct: list[int] = []
-    for index, (opt_line, option) in enumerate(zip(values["options"].item_lines, values["options"], strict=True)):
-        if isinstance(option, LinedMap):
-            fields = file.fields(option, f"{where}, option {index + 1}", {"text": str}, {"correct": bool})
-            if fields is None:
-                return None
-            options.append(fields["text"])
-            if fields.get("correct"):
-                correct.append(index)
-        elif isinstance(option, str) and option.strip():
-            options.append(str(option).strip())
-        else:
-            file.problem(opt_line, f"{where}: option {index + 1} must be text or a mapping with 'text'")
+    # Each option's id is what an answer is recorded by, whatever order the bot shows the options in.
+    for index, (_opt_line, option, option_id) in enumerate(file.unique_ids(listed, "option")):
+        fields = file.fields(option, f"{where}, option {index + 1}", {"id": str, "text": str}, {"correct": bool})
+        if fields is None:
             return None
+        options.append(fields["text"])
+        ids.append(option_id)
+        if fields.get("correct"):
+            correct.append(index)
+    if len(options) != len(listed):
+        return None  # an option without a usable id, reported by unique_ids()
     if len(correct) != 1:
         found = "none is" if not correct else f"{len(correct)} are"
         file.problem(item.key_lines["options"], f"{where}: exactly one option must have 'correct: true', {found}")
@@ -226,6 +293,7 @@ def _read_question(file: ContentFile, line: int, item: LinedMap, question_id: st
         options=tuple(options),
         correct=correct[0],
         explanation=values["explanation"],
+        option_ids=tuple(ids),
         source=file.source(line),
     )
 
@@ -260,6 +328,7 @@ def _read_translation(file: ContentFile, data: LinedMap, english: Lesson) -> Les
                 "quiz": list,
                 "recap": str,
                 "exercise": dict,
+                "drills": list,
                 "sources": dict,
             },
         )
@@ -318,6 +387,8 @@ def _read_translation(file: ContentFile, data: LinedMap, english: Lesson) -> Les
     parts: dict[str, int] = {key: data.key_lines[key] for key in ("title", "summary", "recap") if key in top}
     parts |= {f"slide/{slide_id}": slide.source.line for slide_id, slide in translated_slides.items()}
     parts |= {f"question/{question_id}": q.source.line for question_id, q in translated_quiz.items()}
+    drills = read_drill_translations(file, data, english)
+    parts |= {f"drill/{drill.id}": drill.source.line for drill in drills if not drill.fallback}
     exercise: Exercise | None = english.exercise
     if "exercise" in top and english.exercise is not None:
         exercise = _read_exercise_translation(file, top["exercise"], english.exercise)
@@ -332,6 +403,7 @@ def _read_translation(file: ContentFile, data: LinedMap, english: Lesson) -> Les
         recap=top.get("recap", english.recap),
         recap_fallback="recap" not in top,
         exercise=exercise,
+        drills=drills,
         translation=_translation(
             file,
             data,
@@ -392,38 +464,8 @@ def _read_exercise_translation(file: ContentFile, node: LinedMap, english: Exerc
     if starter is not None and (difference := code_difference(starter, english.starter)) is not None:
         file.problem(node.key_lines["starter"], f"{where}: 'starter' {difference}")
         starter = None
-    fails: dict[str, str] = {}
-    by_id = {check.id: check for check in english.checks}
-    listed = file.unique_ids(file.items(node, "checks", where), "check")
-    absent = [check.id for check in english.checks if check.id not in {check_id for _, _, check_id in listed}]
-    if absent:
-        file.problem(
-            node.key_lines["checks"], f"{where}: no translated 'fail' for check {', '.join(map(repr, absent))}"
-        )
-    for _line, item, check_id in listed:
-        check_where = f"check '{check_id}'"
-        if check_id not in by_id:
-            file.problem(item.key_lines["id"], f"{check_where} is not in the English exercise")
-            continue
-        fields = file.fields(item, check_where, {"id": str, "fail": str}, {})
-        if fields is None:
-            continue
-        file.check_lesson_text(item, "fail", check_where)
-        wanted = "{got}" in by_id[check_id].fail
-        others = fields["fail"].replace("{got}", "")
-        if ("{got}" in fields["fail"]) != wanted or "{" in others or "}" in others:
-            file.problem(
-                item.key_lines["fail"],
-                f"{check_where}: 'fail' must use {{got}} "
-                + (
-                    "once, as the English does, and no other braces"
-                    if wanted
-                    else "only if the English does: it does not"
-                ),
-            )
-            continue
-        fails[check_id] = fields["fail"]
-    if hints is None or len(fails) != len(english.checks) or (starter is None and "starter" in values):
+    checks = translated_checks(file, node, english.checks, where)
+    if hints is None or checks is None or (starter is None and "starter" in values):
         return fallback
     return replace(
         english,
@@ -431,9 +473,43 @@ def _read_exercise_translation(file: ContentFile, node: LinedMap, english: Exerc
         instructions=values["instructions"],
         starter=starter or english.starter,
         hints=hints,
-        checks=tuple(replace(check, fail=fails[check.id]) for check in english.checks),
+        checks=checks,
         source=file.source(node.line),
     )
+
+
+def translated_checks(
+    file: ContentFile, node: LinedMap, english: tuple[ExerciseCheck, ...], where: str
+) -> tuple[ExerciseCheck, ...] | None:
+    """Return the English checks with the 'fail' messages translated under ``node``, or None if any is missing."""
+    fails: dict[str, str] = {}
+    by_id = {check.id: check for check in english}
+    listed = file.unique_ids(file.items(node, "checks", where), "check")
+    absent = [check.id for check in english if check.id not in {check_id for _, _, check_id in listed}]
+    if absent:
+        file.problem(
+            node.key_lines.get("checks", node.line),
+            f"{where}: no translated 'fail' for check {', '.join(map(repr, absent))}",
+        )
+    for _line, item, check_id in listed:
+        check_where = f"check '{check_id}'"
+        if check_id not in by_id:
+            file.problem(item.key_lines["id"], f"{check_where} is not in the English {where}")
+            continue
+        fields = file.fields(item, check_where, {"id": str, "fail": str}, {})
+        if fields is None:
+            continue
+        file.check_lesson_text(item, "fail", check_where)
+        # A translation uses exactly the placeholders its English uses.
+        used = tuple(p for p in FAIL_PLACEHOLDERS if p in by_id[check_id].fail)
+        problem = _placeholder_problem(fields["fail"], used, required=used, why_not=": the English does not")
+        if problem is not None:
+            file.problem(item.key_lines["fail"], f"{check_where}: 'fail' {problem}")
+            continue
+        fails[check_id] = fields["fail"]
+    if len(fails) != len(english):
+        return None
+    return tuple(replace(check, fail=fails[check.id]) for check in english)
 
 
 def _code_tokens(code: str) -> tuple[list[tuple[int, str]], list[str]]:

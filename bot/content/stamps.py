@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from bot.content.model import Course, Lesson, Stamp, Translation
+from bot.content.model import Course, Drill, Lesson, ParsonsDrill, Stamp, Translation
 from bot.content.worddiff import word_diff
 
 STAMP_LENGTH = 8  # hex digits of a legacy stamp's hash
@@ -47,6 +47,8 @@ def lesson_parts(english: Lesson) -> dict[str, Snapshot]:
             "explanation": question.explanation,
         }
     parts["recap"] = {"recap": english.recap}
+    for drill in english.drills:
+        parts[f"drill/{drill.id}"] = drill_snapshot(drill)
     if english.exercise is not None:
         exercise = english.exercise
         parts["exercise"] = {
@@ -105,6 +107,24 @@ def changes(then: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
             diff = word_diff(_as_text(old), _as_text(new))
             lines.append(f"{key}: {diff or '(only spacing or line breaks changed)'}")
     return lines
+
+
+def drill_snapshot(drill: Drill) -> Snapshot:
+    """Return what a drill's translation is made from: its prose, its code and its check messages."""
+    if isinstance(drill, ParsonsDrill):
+        return {
+            "prompt": drill.prompt,
+            "lines": list(drill.lines),
+            "distractors": list(drill.distractors),
+            "explanation": drill.explanation,
+            "checks": {check.id: check.fail for check in drill.checks},
+        }
+    return {
+        "prompt": drill.prompt,
+        "code": drill.code,
+        "choices": list(drill.choices),
+        "explanation": drill.explanation,
+    }
 
 
 @dataclass(frozen=True)

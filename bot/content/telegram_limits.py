@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from bot import feedback, render
+import re
+from collections.abc import Callable
+
+from bot import feedback, mistakes, render
 from bot.callbacks import MAX_BYTES
-from bot.content.model import Course, Lesson, Question
+from bot.content.model import Course, Drill, Lesson, ParsonsDrill, Question
+from bot.drills import FRESH, DrillProgress, Reason, Verdict
 from bot.errors import Problem
 from bot.i18n import DEFAULT_LANGUAGE, I18n
 from bot.localapi import limits
 from bot.localapi.units import utf16_len
 from bot.safehtml import visible_text
-from runner.client import RunResult
+from runner.client import CheckOutcome, RunResult
 
 # Telegram's limits are stated once, by the built-in Bot API server that enforces them: characters after
 # entity parsing, counted in UTF-16 code units.
@@ -23,10 +27,30 @@ EXPLANATION_MAX = limits.POLL_EXPLANATION_MAX
 EXPLANATION_LINE_BREAKS_MAX = limits.POLL_EXPLANATION_LINE_FEEDS
 telegram_length = utf16_len  # the length Telegram counts
 
+# One phone screen: a 6.1-inch phone at Telegram's default text size shows about 30 lines of 40 characters
+# between the chat's title and its input bar (code, smaller and monospaced, fits 46); a row of buttons is as
+# tall as two lines. A drill is tapped through without scrolling, so each of its screens must fit.
+PHONE_LINES = 30
+PHONE_LINE_CHARS = 40
+BUTTON_ROW_LINES = 2
+_PRE = re.compile(r"<pre>(.*?)</pre>", re.DOTALL)
+
 
 def visible_length(html_text: str) -> int:
     """Return the length of rendered HTML once Telegram has parsed its entities."""
     return telegram_length(visible_text(html_text))
+
+
+def fitting(build: Callable[[int], render.Screen], room: int) -> render.Screen:
+    """Return ``build(room)``, or ``build`` of a smaller room if that screen is over Telegram's message limit.
+
+    ``room`` is what a screen may shrink (a run's output): a verdict then always goes out, with less output.
+    """
+    screen = build(room)
+    while (over := visible_length(screen.text) - MESSAGE_MAX) > 0 and room > 0:
+        room = max(0, room - over)
+        screen = build(room)
+    return screen
 
 
 def check_course(course: Course, i18n: I18n) -> list[Problem]:
@@ -48,13 +72,91 @@ def check_course(course: Course, i18n: I18n) -> list[Problem]:
             exercise = lesson.exercise
             if exercise is not None and (course.language == DEFAULT_LANGUAGE or not exercise.fallback):
                 problems += _check_exercise(course, lesson)
+            for drill in lesson.drills:
+                if course.language == DEFAULT_LANGUAGE or not drill.fallback:
+                    problems += _check_drill(course, lesson, drill)
     return problems
 
 
-# The longest output a verdict shows: what is left is the room for the exercise's own messages.
-_LONGEST_OUTPUT = RunResult(
-    status="ok", stdout="x" * feedback.OUTPUT_MAX, stderr="", exit_code=0, signal=None, duration_ms=0.0, truncated=True
-)
+def phone_lines(screen: render.Screen) -> int:
+    """Return how many lines of a phone screen a message takes: its wrapped text, then its rows of buttons."""
+    lines = 0
+    segments = _PRE.split(screen.text)
+    for index, segment in enumerate(segments):
+        pieces = visible_text(segment).split("\n")
+        if index % 2:  # inside <pre>: code, one line per line
+            lines += len(pieces)
+            continue
+        # A block of code starts and ends a line of its own: the text around it shares no line with it.
+        pieces = pieces[1 if index else 0 : -1 if index + 1 < len(segments) else None]
+        lines += sum(max(1, -(-telegram_length(line) // PHONE_LINE_CHARS)) for line in pieces)
+    rows = len(screen.buttons.inline_keyboard) if screen.buttons else 0
+    return lines + BUTTON_ROW_LINES * rows
+
+
+def _check_drill(course: Course, lesson: Lesson, drill: Drill) -> list[Problem]:
+    """Check the tallest screens of a drill: untouched, answered wrong with every message, and solved."""
+    every = frozenset(d.id for d in lesson.drills)
+    if isinstance(drill, ParsonsDrill):
+        order = list(range(len(drill.pieces)))
+        wrong = Verdict(
+            False, Reason.CHECKS, failed=tuple(c.fail.replace("{got}", "`tensor([1., 2., 3.])`") for c in drill.checks)
+        )
+        placed = DrillProgress(placed=tuple(range(len(drill.lines))), turn=1, checked=True)
+        right = Verdict(True, Reason.SAME_RESULTS)
+    else:
+        order = list(range(len(drill.choices)))
+        longest = max(range(len(drill.choices)), key=lambda i: len(drill.choices[i]))
+        wrong = Verdict(False, Reason.WRONG_CHOICE, drill.choices[longest])
+        placed = DrillProgress(ruled_out=frozenset(order) - {drill.correct}, turn=1)
+        right = Verdict(True, Reason.RIGHT_CHOICE)
+    solved = DrillProgress(placed=placed.placed, turn=2, solved=True, done=True)
+    screens = {
+        "its first screen": render.DrillView(FRESH, order),
+        "a wrong answer": render.DrillView(placed, order, verdict=wrong),
+        "its last screen, solved": render.DrillView(solved, order, every, right, quiz_left=True),
+    }
+    problems = []
+    where = f"drill '{drill.id}'"
+    for what, view in screens.items():
+        screen = render.drill(course, lesson, drill, view)
+        problems += _check_screen(screen, f"{where}: {what}", drill.source.path, drill.source.line)
+        if (n := phone_lines(screen)) > PHONE_LINES:
+            problems.append(
+                Problem(
+                    drill.source.path,
+                    drill.source.line,
+                    f"{where}: {what} takes {n} lines of a phone screen, about {PHONE_LINES} fit: "
+                    "shorten the prompt, the code or the explanation",
+                )
+            )
+    return problems
+
+
+# A verdict keeps at least this much of a run's output when every check fails at once (the rest of the
+# message is the exercise's own words, which lint keeps short enough for it).
+OUTPUT_ROOM_MIN = 1000
+# The longest value a failed check shows (the runner cuts what it renders at this many characters).
+_LONGEST_VALUE = "[" + "1.2345, " * 9 + "1.…"
+
+
+def _worst_verdict(course: Course, lesson: Lesson) -> render.Screen:
+    """A verdict with every check failing, the longest values shown, every likely mistake, and endless output."""
+    exercise = lesson.exercise
+    assert exercise is not None
+    failing = tuple(
+        CheckOutcome(c.id, False, "checks.mismatch", {"got": _LONGEST_VALUE, "expected": _LONGEST_VALUE})
+        for c in exercise.checks
+    )
+    result = RunResult("ok", "x" * feedback.OUTPUT_MAX, "", 0, None, 0.0, True, checks=failing)
+    lines = feedback.check_feedback(exercise, result)
+    everything = [m.explain(mistakes.Evidence(expr=exercise.checks[0].expr, ratio=2)) for m in mistakes.MISTAKES]
+    return fitting(
+        lambda room: feedback.verdict_screen(
+            course, lesson, result, lines, everything, hints_shown=0, output_room=room
+        ),
+        feedback.OUTPUT_MAX,
+    )
 
 
 def _check_exercise(course: Course, lesson: Lesson) -> list[Problem]:
@@ -64,16 +166,27 @@ def _check_exercise(course: Course, lesson: Lesson) -> list[Problem]:
     screens = {"exercise: the practice task": render.practice_intro(course, lesson)}
     for shown in range(1, len(exercise.hints) + 1):
         screens[f"exercise: hint {shown}"] = render.hint(lesson, course, shown)
-    failing = feedback.feedback_lines(
-        [check.fail.replace("{got}", "`tensor([1., 2., 3.])`") for check in exercise.checks]
-    )
-    screens["exercise: a verdict with every check failing"] = render.practice_verdict(
-        course, lesson, feedback.output_block(_LONGEST_OUTPUT), failing, passed=False, hints_shown=0
-    )
     problems = []
     for what, screen in screens.items():
         problems += _check_screen(screen, what, exercise.source.path, exercise.source.line)
+    verdict = _worst_verdict(course, lesson)
+    if (room := MESSAGE_MAX - (visible_length(verdict.text) - _output_length(verdict))) < OUTPUT_ROOM_MIN:
+        problems.append(
+            Problem(
+                exercise.source.path,
+                exercise.source.line,
+                f"exercise: a verdict with every check failing leaves {room} characters for the learner's output "
+                f"(at least {OUTPUT_ROOM_MIN}); shorten the fail messages",
+            )
+        )
     return problems
+
+
+def _output_length(screen: render.Screen) -> int:
+    """The length of the output block (<pre>...</pre>) in a verdict, as Telegram counts it."""
+    text = str(screen.text)
+    start, end = text.find("<pre>"), text.find("</pre>")
+    return visible_length(text[start : end + len("</pre>")]) if 0 <= start < end else 0
 
 
 def _check_screen(screen: render.Screen, what: str, path: str, line: int) -> list[Problem]:

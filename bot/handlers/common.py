@@ -13,7 +13,10 @@ from telegram.error import BadRequest
 
 from bot.callbacks import CallbackData, CallbackDataError
 from bot.context import CourseContext, stored_learner
-from bot.i18n import _
+from bot.i18n import _, current_language
+from bot.learner import EventKind
+from bot.localapi import ApiError
+from bot.localapi.text import format_text
 from bot.render import Screen
 
 log = logging.getLogger(__name__)
@@ -79,7 +82,12 @@ async def refuse(update: Update) -> None:
     if query is None:
         return
     log.info("refused callback data %r from user %s", query.data, query.from_user.id)
-    await answer(query, _("This button is not valid any more. Send /lessons to see the course."))
+    await answer(query, button_refused())
+
+
+def button_refused() -> str:
+    """Return the toast for a tap whose data this bot never made."""
+    return _("This button is not valid any more. Send /lessons to see the course.")
 
 
 async def answer(query: CallbackQuery, text: str | None = None) -> None:
@@ -114,32 +122,37 @@ async def reply(update: Update, context: CourseContext, screen: Screen) -> Messa
     return await send(context, chat.id if chat else context.learner.chat_id, screen)
 
 
-async def show(context: CourseContext, message: MaybeInaccessibleMessage | None, chat_id: int, screen: Screen) -> int:
-    """Show ``screen`` in ``message``, edited in place; send it anew if that message cannot be edited.
+async def show(
+    context: CourseContext, message: MaybeInaccessibleMessage | int | None, chat_id: int, screen: Screen
+) -> int:
+    """Show ``screen`` in ``message`` (or the message with that id), edited in place; send it anew if that
+    message cannot be edited, or if there is none.
 
-    Returns the id of the message that now shows the screen.
+    Returns the id of the message that now shows the screen. An edit that would change nothing is not sent:
+    Telegram refuses it ("message is not modified"), and it costs a request under the flood limit.
     """
-    if message is not None:
+    if isinstance(message, Message) and shows(message, screen):
+        return message.message_id
+    message_id = message if isinstance(message, int) or message is None else message.message_id
+    if message_id is not None:
         try:
             await context.bot.edit_message_text(
                 screen.text,
                 chat_id=chat_id,
-                message_id=message.message_id,
+                message_id=message_id,
                 parse_mode=ParseMode.HTML,
                 reply_markup=screen.buttons,
                 link_preview_options=NO_PREVIEW,
             )
-            return message.message_id
+            return message_id
         except BadRequest as exc:
             reason = exc.message.lower()
-            # A double tap edits to what is already shown: the learner sees the right slide.
+            # Still harmless: the message changed between the tap and this edit (a double tap, a replay).
             if "message is not modified" in reason:
-                return message.message_id
+                return message_id
             if not any(r in reason for r in ("message to edit not found", "can't be edited", "no text in the message")):
                 raise
-            log.info(
-                "message %s in chat %s cannot be edited (%s); sending a new one", message.message_id, chat_id, reason
-            )
+            log.info("message %s in chat %s cannot be edited (%s); sending a new one", message_id, chat_id, reason)
     sent = await send(context, chat_id, screen)
     return sent.message_id
 
@@ -148,3 +161,42 @@ async def show_in_tapped(update: Update, context: CourseContext, screen: Screen)
     """Show ``screen`` in the message whose button was tapped (see show); return the id of the message showing it."""
     message = tapped_message(update)
     return await show(context, message, message.chat.id if message else context.learner.chat_id, screen)
+
+
+def shows(message: Message, screen: Screen) -> bool:
+    """Return whether ``message``, as Telegram last showed it, already shows ``screen``: text, entities, buttons.
+
+    The screen's HTML is read as Telegram reads it, by the built-in Bot API server's own parser.
+    """
+    # Buttons first: they are cheap to compare and differ on most taps (a slide turned), sparing the parse.
+    if message.text is None or message.reply_markup != screen.buttons:
+        return False
+    try:
+        text, entities = format_text(screen.text, ParseMode.HTML)
+    except ApiError:
+        return False  # Telegram would refuse it; let the edit say so
+    shown = [entity.to_dict() for entity in message.entities]
+    return message.text == text and shown == entities
+
+
+async def record(
+    context: CourseContext,
+    kind: EventKind,
+    lesson_id: str,
+    *,
+    item_id: str | None = None,
+    option_id: str | None = None,
+    verdict: str | None = None,
+    failed_check: str | None = None,
+) -> None:
+    """Record a learning event of the update's learner, in the course language they are shown."""
+    await context.services.db.record_event(
+        user_id=context.learner.user_id,
+        language=current_language(),
+        lesson_id=lesson_id,
+        kind=kind,
+        item_id=item_id,
+        option_id=option_id,
+        verdict=verdict,
+        failed_check=failed_check,
+    )

@@ -11,8 +11,8 @@ from bot.context import CourseContext
 from bot.handlers.common import button, for_learner, lesson_gone, reply, show_in_tapped
 from bot.handlers.lessons import open_place
 from bot.i18n import _
-from bot.learner import ReaderView
-from bot.navigation import Place, resume
+from bot.learner import NOT_STARTED, ReaderView
+from bot.navigation import Place, resume, slide_index
 
 
 async def _menu_screen(context: CourseContext, *, welcome: bool) -> render.Screen:
@@ -63,9 +63,8 @@ async def open_lesson(update: Update, context: CourseContext, data: OpenLesson) 
     if lesson is None:
         return lesson_gone()
     progress = await context.services.db.progress(context.learner.user_id)
-    saved = progress.get(lesson.id)
-    slide = min(saved.slide, lesson.last_slide) if saved else 0
-    return await open_place(update, context, Place(lesson, slide), progress)
+    place = Place(lesson, slide_index(lesson, progress.get(lesson.id, NOT_STARTED)))
+    return await open_place(update, context, place, progress)
 
 
 def handlers() -> list[BaseHandler[Update, CourseContext, None]]:

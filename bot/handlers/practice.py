@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 from telegram import Update
 from telegram.constants import ChatAction
@@ -10,13 +11,13 @@ from telegram.ext import BaseHandler, CallbackQueryHandler, CommandHandler, Mess
 
 from bot import commands, feedback, render
 from bot.callbacks import LeavePractice, ShowHint, StartPractice, matches
+from bot.content import telegram_limits
 from bot.content.model import Exercise, Lesson
 from bot.context import CourseContext, SnippetRunner
-from bot.handlers.common import button, for_learner, lesson_gone, reply, send, show_in_tapped
+from bot.handlers.common import button, for_learner, lesson_gone, record, reply, send
 from bot.i18n import _
-from bot.learner import Learner
-from bot.safehtml import Html
-from bot.states import PRACTICE, PracticeStep, practice_state
+from bot.learner import EventKind, Learner
+from bot.states import PRACTICE, Practice, PracticeStep, practice_state
 from runner.client import Limits, RunnerBusy, RunnerError, RunResult
 
 log = logging.getLogger(__name__)
@@ -51,18 +52,34 @@ async def show_hint(update: Update, context: CourseContext, data: ShowHint) -> s
     if shown == context.learner.hints_shown:
         return _("That was the last hint.")
     await send(context, context.learner.chat_id, render.hint(lesson, context.course, shown))
+    await record(context, EventKind.HINT, lesson.id, item_id=str(shown))
     return None
+
+
+async def _leave(context: CourseContext) -> str | None:
+    """Leave the exercise under way, if any: messages are no longer answers; return the lesson left."""
+    left = context.learner.practice_lesson_id
+    if left is None:
+        return None
+    await context.services.db.stop_practice(context.learner.user_id)
+    await record(context, EventKind.LEAVE, left)
+    return left
+
+
+async def leave_other_practice(context: CourseContext, lesson_id: str) -> None:
+    """Leave the practice of another lesson when the learner opens ``lesson_id``: going elsewhere is leaving."""
+    if practice_state(context.learner) is Practice.ON and context.learner.practice_lesson_id != lesson_id:
+        await _leave(context)
 
 
 @button(LeavePractice)
 async def leave_practice(update: Update, context: CourseContext, data: LeavePractice) -> str | None:
-    """Stop taking messages as answers."""
-    await context.services.db.stop_practice(context.learner.user_id)
-    await show_in_tapped(
-        update,
-        context,
-        render.notice(_("You left the practice. Send /lessons to go on, or /run with code to try things out.")),
-    )
+    """Stop taking messages as answers, and say so below, where the learner looks, with the ways on."""
+    left = await _leave(context)
+    if left is None:
+        return _("You are not in a practice right now.")
+    # A new message, not an edit: the tapped message (a hint, a verdict, the task) keeps what it says.
+    await send(context, context.learner.chat_id, render.practice_left(context.course, context.course.lesson(left)))
     return None
 
 
@@ -106,6 +123,7 @@ async def _start_run(update: Update, context: CourseContext, code: str, lesson: 
         await send(context, learner.chat_id, render.notice(_("Running code is switched off on this bot.")))
         return
     if learner.user_id in services.running:
+        services.metrics.rejections.labels("running").inc()
         await send(
             context,
             learner.chat_id,
@@ -126,9 +144,11 @@ async def _run(
     try:
         await context.bot.send_chat_action(learner.chat_id, ChatAction.TYPING)
         exercise = lesson.exercise if lesson is not None else None
+        started = time.monotonic()
         try:
             result = await runner.run(code, checks=feedback.runner_checks(exercise) if exercise else None)
         except RunnerBusy:
+            services.metrics.rejections.labels("busy").inc()
             await send(
                 context,
                 learner.chat_id,
@@ -136,6 +156,7 @@ async def _run(
             )
             return
         except RunnerError:
+            services.metrics.jobs.labels("failed").inc()
             log.exception("the runner failed for user %s", learner.user_id)
             await send(
                 context,
@@ -143,14 +164,21 @@ async def _run(
                 render.notice(_("Running code is unavailable right now. Please try again later.")),
             )
             return
-        output = feedback.output_block(result)
+        services.metrics.jobs.labels(result.status).inc()
+        services.metrics.job_seconds.observe(time.monotonic() - started)
         status = feedback.status_line(result, Limits.from_dict(runner.info.get("limits")))
-        if lesson is None or exercise is None:
-            await send(context, learner.chat_id, render.run_output(output, status))
+        if lesson is None or exercise is None or not await _still_practising(context, learner, lesson):
+            await send(context, learner.chat_id, render.run_output(feedback.output_block(result), status))
             return
-        await _verdict(context, learner, lesson, exercise, result, output, status)
+        await _verdict(context, learner, lesson, exercise, result, status)
     finally:
         services.running.discard(learner.user_id)
+
+
+async def _still_practising(context: CourseContext, learner: Learner, lesson: Lesson) -> bool:
+    """Return whether the learner is still on ``lesson``'s exercise: one left while the code ran gives no verdict."""
+    current = await context.services.db.find_learner(learner.user_id)
+    return current is not None and practice_state(current, lesson.id) is Practice.ON
 
 
 async def _verdict(
@@ -159,27 +187,26 @@ async def _verdict(
     lesson: Lesson,
     exercise: Exercise,
     result: RunResult,
-    output: Html,
     status: str | None,
 ) -> None:
     db = context.services.db
     await db.record_attempt(learner.user_id, lesson.id, result.passed)
+    verdict, failed_check = feedback.run_event(result)
+    await record(context, EventKind.RUN, lesson.id, item_id="exercise", verdict=verdict, failed_check=failed_check)
     if result.passed:
         await db.stop_practice(learner.user_id)
     lines = ([status] if status and result.status != "ok" else []) + feedback.check_feedback(exercise, result)
+    likely = feedback.likely_mistakes(exercise, result)
     current = await db.find_learner(learner.user_id)
-    await send(
-        context,
-        learner.chat_id,
-        render.practice_verdict(
-            context.course,
-            lesson,
-            output,
-            feedback.feedback_lines(lines),
-            passed=result.passed,
-            hints_shown=current.hints_shown if current else 0,
+    hints_shown = current.hints_shown if current else 0
+    # Whatever the run printed or failed on, the verdict fits in one message: the output gives way.
+    screen = telegram_limits.fitting(
+        lambda room: feedback.verdict_screen(
+            context.course, lesson, result, lines, likely, hints_shown=hints_shown, output_room=room
         ),
+        feedback.OUTPUT_MAX,
     )
+    await send(context, learner.chat_id, screen)
 
 
 def handlers() -> list[BaseHandler[Update, CourseContext, None]]:

@@ -19,6 +19,7 @@ async def progress(update: Update, context: CourseContext) -> None:
     answers = await db.latest_answers(user_id)
     correct, total = course_score(context.course, answers)
     passed = await db.exercises_passed(user_id)
+    solved = await db.drills_solved(user_id)
     screen = render.progress_report(
         context.course,
         await db.progress(user_id),
@@ -26,6 +27,9 @@ async def progress(update: Update, context: CourseContext) -> None:
         total,
         len(answers),
         exercises_passed=sum(1 for lesson in context.course.lessons if lesson.id in passed),
+        drills_solved=sum(
+            1 for lesson in context.course.lessons for drill in lesson.drills if drill.id in solved.get(lesson.id, ())
+        ),
     )
     await reply(update, context, screen)
 

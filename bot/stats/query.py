@@ -21,15 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from bot.errors import CoursebotError
+from bot.storage.migrations import MIGRATIONS
 
 # The report's indexes. Every query below reads one of them alone (covering), in the order its GROUP BY needs:
 # events by kind, lesson and item, then learner and time; and each slide's recorded seconds in order, for medians.
-INDEXES = """
-CREATE INDEX IF NOT EXISTS events_report
-    ON events (kind, lesson_id, item_id, user_id, at, language, verdict, option_id, failed_check);
-CREATE INDEX IF NOT EXISTS events_slide_seconds
-    ON events (lesson_id, item_id, seconds, at, language) WHERE kind = 'slide' AND seconds IS NOT NULL;
-"""
+# The report's indexes, as the bot's database has them since migration 7 (a copy built without migrations adds them).
+INDEXES = MIGRATIONS[6]
 INDEX_NAMES = ("events_report", "events_slide_seconds")
 
 

@@ -26,11 +26,8 @@ TOO_HARD = 0.30  # ... below this one
 
 
 def option_id(question: Question, index: int) -> str:
-    """Return the id the events give the option at ``index`` of ``question`` (its 1-based position, for now).
-
-    Until options carry ids of their own (contract 1), an option is known by its place in the English file.
-    """
-    return str(index + 1)
+    """Return the id the events give the option at ``index`` of ``question``: its own, as the file names it."""
+    return question.option_ids[index]
 
 
 @dataclass(frozen=True)

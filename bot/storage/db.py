@@ -8,31 +8,42 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import logging
+import os
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
 
 import aiosqlite
 
+from bot.content.model import Course
+from bot.drills import DrillProgress
 from bot.errors import StorageError
-from bot.learner import Answer, Learner, LessonProgress, ReaderView, SentPoll
+from bot.learner import Answer, EventKind, Learner, LessonProgress, ReaderView, SentPoll
 from bot.storage.migrations import MIGRATIONS
 
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 5000
-# Telegram redelivers an update only within a short window; this many ids are remembered.
-REMEMBERED_UPDATES = 100_000
 
 
 Params: TypeAlias = tuple[Any, ...] | dict[str, Any]
+# What time it is, as an aware datetime; tests pass their own so no test waits for time to pass.
+Clock: TypeAlias = Callable[[], dt.datetime]
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+def utc_now() -> dt.datetime:
+    """Return the current time in UTC: the database's clock unless one is injected."""
+    return dt.datetime.now(dt.UTC)
+
+
+def timestamp(moment: dt.datetime) -> str:
+    """Return ``moment`` as the database stores times: UTC, ISO 8601 to the millisecond."""
+    return moment.astimezone(dt.UTC).isoformat(timespec="milliseconds")
 
 
 def _learner(row: sqlite3.Row) -> Learner:
@@ -49,6 +60,7 @@ def _learner(row: sqlite3.Row) -> Learner:
         quiz_poll_id=row["quiz_poll_id"],
         practice_lesson_id=row["practice_lesson_id"],
         hints_shown=row["hints_shown"],
+        quiz_seed=row["quiz_seed"],
     )
 
 
@@ -56,8 +68,8 @@ def _lesson_progress(row: sqlite3.Row) -> LessonProgress:
     completed_at = row["completed_at"]
     return LessonProgress(
         lesson_id=row["lesson_id"],
-        slide=row["slide"],
-        furthest_slide=row["furthest_slide"],
+        slide_id=row["slide_id"],
+        furthest_slide_id=row["furthest_slide_id"],
         slides_read=row["slides_read_at"] is not None,
         completed=completed_at is not None,
         started=True,
@@ -67,7 +79,11 @@ def _lesson_progress(row: sqlite3.Row) -> LessonProgress:
 
 def _sent_poll(row: sqlite3.Row) -> SentPoll:
     return SentPoll(
-        poll_id=row["poll_id"], user_id=row["user_id"], lesson_id=row["lesson_id"], question_id=row["question_id"]
+        poll_id=row["poll_id"],
+        user_id=row["user_id"],
+        lesson_id=row["lesson_id"],
+        question_id=row["question_id"],
+        options=tuple((row["options"] or "").split()),
     )
 
 
@@ -75,23 +91,60 @@ def _answer(row: sqlite3.Row) -> Answer:
     return Answer(
         lesson_id=row["lesson_id"],
         question_id=row["question_id"],
-        option_index=row["option_index"],
+        option_id=row["option_id"],
         correct=bool(row["correct"]),
+    )
+
+
+@dataclass(frozen=True)
+class Adopted:
+    """What adopting the lessons being served changed in stored places (Database.adopt_course)."""
+
+    slides_removed: int = 0  # slides gone from a lesson since it was last served
+    learners_moved: int = 0  # places on a removed slide, moved to the next slide that remains
+    rows_converted: int = 0  # positions left by schema 2 turned into ids
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """An answer just recorded, and what it did to the learner's round."""
+
+    remaining: tuple[str, ...] | None  # the questions left, or None: its poll was not the one awaited
+
+
+def _drill_progress(row: sqlite3.Row) -> DrillProgress:
+    return DrillProgress(
+        placed=tuple(int(i) for i in row["placed"].split()),
+        ruled_out=frozenset(int(i) for i in row["ruled_out"].split()),
+        turn=row["turn"],
+        tries=row["tries"],
+        solved=row["solved_at"] is not None,
+        done=bool(row["done"]),
+        checked=bool(row["checked"]),
     )
 
 
 class Database:
     """The progress database. Open it once with ``await Database.open(path)``; ``close()`` is idempotent."""
 
-    def __init__(self, conn: aiosqlite.Connection, path: Path):
+    def __init__(self, conn: aiosqlite.Connection, path: Path, clock: Clock = utc_now, events_days: int | None = None):
         self._conn = conn
         self.path = path
+        self.clock = clock
+        # How long learning events are kept: None keeps them, 0 records none (bot.config: COURSEBOT_EVENTS_DAYS).
+        self.events_days = events_days
         self._writer = asyncio.Lock()
         self._closed = False
 
+    def _now(self) -> str:
+        return timestamp(self.clock())
+
     @classmethod
-    async def open(cls, path: Path) -> Database:
-        """Open (creating if needed) and migrate the database at ``path``."""
+    async def open(cls, path: Path, *, clock: Clock = utc_now, events_days: int | None = None) -> Database:
+        """Open (creating if needed) and migrate the database at ``path``.
+
+        ``clock`` stamps every write; learning events are kept ``events_days`` days (None: for good).
+        """
         path = Path(path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -100,7 +153,7 @@ class Database:
         except (OSError, sqlite3.Error) as exc:
             raise StorageError(f"cannot open the database {path}: {exc}") from exc
         conn.row_factory = sqlite3.Row
-        db = cls(conn, path)
+        db = cls(conn, path, clock, events_days)
         try:
             # PRAGMA takes no bound parameters; the value is our own integer.
             await conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_MS)}")
@@ -147,17 +200,27 @@ class Database:
             await self._conn.close()
 
     @asynccontextmanager
-    async def _write(self) -> AsyncIterator[aiosqlite.Connection]:
-        """Run a block as one transaction, one writer at a time."""
+    async def _write(self, *, to_disk: bool = False) -> AsyncIterator[aiosqlite.Connection]:
+        """Run a block as one transaction, one writer at a time.
+
+        Every commit survives a crash of the bot (WAL, synchronous NORMAL); ``to_disk`` waits until it would survive
+        a crash of the machine too (synchronous FULL: the WAL is synced at commit), for what cannot be redone.
+        """
         async with self._writer:
-            await self._conn.execute("BEGIN IMMEDIATE")
+            if to_disk:
+                await self._conn.execute("PRAGMA synchronous = FULL")
             try:
-                yield self._conn
-            except BaseException:
-                await self._conn.execute("ROLLBACK")
-                raise
-            else:
-                await self._conn.execute("COMMIT")
+                await self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._conn
+                except BaseException:
+                    await self._conn.execute("ROLLBACK")
+                    raise
+                else:
+                    await self._conn.execute("COMMIT")
+            finally:
+                if to_disk:
+                    await self._conn.execute("PRAGMA synchronous = NORMAL")
 
     async def _write_one(self, sql: str, params: Params = ()) -> int:
         """Run one statement as its own transaction (autocommit); return the rows it changed.
@@ -181,21 +244,85 @@ class Database:
         row = await self._one("PRAGMA user_version")
         return int(row["user_version"]) if row is not None else 0
 
-    # Updates
+    # Updates: the inbox (bot.updates)
 
-    async def first_delivery(self, update_id: int) -> bool:
-        """Record ``update_id``; return False if it was already processed (a redelivery)."""
-        fresh = (
-            await self._write_one(
-                "INSERT OR IGNORE INTO processed_updates (update_id, processed_at) VALUES (?, ?)", (update_id, _now())
+    async def check_writable(self) -> None:
+        """Take a write transaction and commit it (it changes nothing): raises if the database cannot be written."""
+        version = await self.schema_version()
+        async with self._write() as conn:
+            # PRAGMA takes no bound parameters; version is our own integer.
+            await conn.execute(f"PRAGMA user_version = {int(version)}")
+
+    async def accept_updates(self, updates: Sequence[tuple[int, str]], now: dt.datetime) -> set[int]:
+        """Store fetched updates (id, JSON) as pending, on disk; return the ids not stored before.
+
+        An id stored before is a redelivery: pending (replayed at start) or handled already, so not new.
+        """
+        if not updates:
+            return set()
+        ids = json.dumps([update_id for update_id, _ in updates])
+        # Telegram forgets an update once the next getUpdates confirms it, so it must be on disk by then.
+        async with self._write(to_disk=True) as conn:
+            known = await conn.execute_fetchall(
+                "SELECT update_id FROM inbox WHERE update_id IN (SELECT value FROM json_each(?))", (ids,)
             )
-            == 1
-        )
-        if fresh and update_id % 1000 == 0:
-            await self._write_one(
-                "DELETE FROM processed_updates WHERE update_id < ?", (update_id - REMEMBERED_UPDATES,)
+            fresh = {update_id for update_id, _ in updates} - {row[0] for row in known}
+            await conn.executemany(
+                "INSERT INTO inbox (update_id, payload, received_at) VALUES (?, ?, ?)",
+                [(update_id, payload, timestamp(now)) for update_id, payload in updates if update_id in fresh],
             )
         return fresh
+
+    async def unhandled_updates(
+        self, max_crashes: int, now: dt.datetime
+    ) -> tuple[list[tuple[int, int, str]], list[int]]:
+        """Count a replay for every pending update; return (id, replays, JSON) of each, in order, and the ids given
+        up now because the bot died ``max_crashes`` times while handling them alone."""
+        async with self._write() as conn:
+            # Still pending and handled alone when the bot stopped: it died handling this update, and this one only.
+            await conn.execute("UPDATE inbox SET crashes = crashes + 1, alone = 0 WHERE state = 'pending' AND alone")
+            abandoned = [
+                row[0]
+                for row in await conn.execute_fetchall(
+                    "SELECT update_id FROM inbox WHERE state = 'pending' AND crashes >= ? ORDER BY update_id",
+                    (max_crashes,),
+                )
+            ]
+            await conn.execute(
+                "UPDATE inbox SET state = 'abandoned', payload = NULL, handled_at = ?"
+                " WHERE state = 'pending' AND crashes >= ?",
+                (timestamp(now), max_crashes),
+            )
+            await conn.execute("UPDATE inbox SET replays = replays + 1 WHERE state = 'pending'")
+            rows = await conn.execute_fetchall(
+                "SELECT update_id, replays, payload FROM inbox WHERE state = 'pending' ORDER BY update_id"
+            )
+        return [(row[0], row[1], row[2]) for row in rows], abandoned
+
+    async def give_up_update(self, update_id: int, now: dt.datetime) -> None:
+        """Mark a pending update abandoned: it is never handled."""
+        await self._write_one(
+            "UPDATE inbox SET state = 'abandoned', payload = NULL, handled_at = ? WHERE update_id = ?",
+            (timestamp(now), update_id),
+        )
+
+    async def handling_alone(self, update_id: int, alone: bool) -> None:
+        """Note whether a pending update is being handled alone, so that a crash meanwhile is blamed on it."""
+        await self._write_one("UPDATE inbox SET alone = ? WHERE update_id = ?", (int(alone), update_id))
+
+    async def updates_handled(self, update_ids: Sequence[int], now: dt.datetime) -> None:
+        """Mark updates handled; their text is dropped, their ids kept to recognise redeliveries."""
+        await self._write_one(
+            "UPDATE inbox SET state = 'handled', payload = NULL, handled_at = ?"
+            " WHERE update_id IN (SELECT value FROM json_each(?)) AND state = 'pending'",
+            (timestamp(now), json.dumps(list(update_ids))),
+        )
+
+    async def forget_updates(self, received_before: dt.datetime) -> int:
+        """Delete handled updates received before ``received_before``; return how many."""
+        return await self._write_one(
+            "DELETE FROM inbox WHERE state != 'pending' AND received_at < ?", (timestamp(received_before),)
+        )
 
     # Learners
 
@@ -209,7 +336,7 @@ class Database:
         language = telegram_language or (found.telegram_language if found else None)
         if found is not None and found.chat_id == chat_id and found.telegram_language == language:
             return found  # the common case: nothing to write
-        now = _now()
+        now = self._now()
         async with self._write() as conn:
             await conn.execute(
                 "INSERT INTO learners (user_id, chat_id, telegram_language, created_at, updated_at)"
@@ -227,7 +354,7 @@ class Database:
         """Return the learner, or None if they never wrote to the bot."""
         row = await self._one(
             "SELECT user_id, chat_id, language, telegram_language, lesson_id, reader_message_id,"
-            " reader_view, quiz_lesson_id, quiz_queue, quiz_poll_id, practice_lesson_id, hints_shown"
+            " reader_view, quiz_lesson_id, quiz_queue, quiz_poll_id, practice_lesson_id, hints_shown, quiz_seed"
             " FROM learners WHERE user_id = ?",
             (user_id,),
         )
@@ -237,7 +364,7 @@ class Database:
         """Store the learner's chosen language (None: follow Telegram's)."""
         async with self._write() as conn:
             await conn.execute(
-                "UPDATE learners SET language = ?, updated_at = ? WHERE user_id = ?", (language, _now(), user_id)
+                "UPDATE learners SET language = ?, updated_at = ? WHERE user_id = ?", (language, self._now(), user_id)
             )
 
     # Lessons
@@ -245,25 +372,42 @@ class Database:
     async def progress(self, user_id: int) -> dict[str, LessonProgress]:
         """Return the learner's progress in every lesson they started."""
         rows = await self._all(
-            "SELECT lesson_id, slide, furthest_slide, slides_read_at, completed_at"
+            "SELECT lesson_id, slide_id, furthest_slide_id, slides_read_at, completed_at"
             " FROM lesson_progress WHERE user_id = ?",
             (user_id,),
         )
         return {row["lesson_id"]: _lesson_progress(row) for row in rows}
 
     async def show_slide(
-        self, user_id: int, lesson_id: str, slide: int, *, last_slide: int, message_id: int | None
+        self,
+        user_id: int,
+        lesson_id: str,
+        slide_id: str,
+        *,
+        furthest_slide_id: str,
+        last: bool,
+        message_id: int | None,
     ) -> None:
-        """Put the learner on ``slide`` of ``lesson_id``, shown in ``message_id``."""
-        now = _now()
+        """Put the learner on ``slide_id`` of ``lesson_id``, shown in ``message_id``.
+
+        ``furthest_slide_id`` is the furthest slide reached, this one included; ``last`` says this is the
+        lesson's last slide, which marks its slides read for good.
+        """
+        now = self._now()
         async with self._write() as conn:
             await conn.execute(
-                "INSERT INTO lesson_progress (user_id, lesson_id, slide, furthest_slide, slides_read_at)"
-                " VALUES (:user, :lesson, :slide, :slide, CASE WHEN :slide >= :last THEN :now END)"
-                " ON CONFLICT (user_id, lesson_id) DO UPDATE SET slide = :slide,"
-                " furthest_slide = max(furthest_slide, :slide),"
-                " slides_read_at = coalesce(slides_read_at, CASE WHEN :slide >= :last THEN :now END)",
-                {"user": user_id, "lesson": lesson_id, "slide": slide, "last": last_slide, "now": now},
+                "INSERT INTO lesson_progress (user_id, lesson_id, slide_id, furthest_slide_id, slides_read_at)"
+                " VALUES (:user, :lesson, :slide, :furthest, CASE WHEN :last THEN :now END)"
+                " ON CONFLICT (user_id, lesson_id) DO UPDATE SET slide_id = :slide, furthest_slide_id = :furthest,"
+                " slides_read_at = coalesce(slides_read_at, CASE WHEN :last THEN :now END)",
+                {
+                    "user": user_id,
+                    "lesson": lesson_id,
+                    "slide": slide_id,
+                    "furthest": furthest_slide_id,
+                    "last": int(last),
+                    "now": now,
+                },
             )
             await conn.execute(
                 "UPDATE learners SET lesson_id = ?, reader_message_id = coalesce(?, reader_message_id),"
@@ -271,23 +415,24 @@ class Database:
                 (lesson_id, message_id, now, user_id),
             )
 
-    async def slide_readers(self, since: dt.datetime) -> list[tuple[Learner, int]]:
-        """Return the learners reading a slide whose place changed since ``since``, each with that slide."""
+    async def slide_readers(self, since: dt.datetime) -> list[tuple[Learner, LessonProgress]]:
+        """Return the learners reading a slide whose place changed since ``since``, each with that lesson's progress."""
         rows = await self._all(
-            "SELECT learners.*, lesson_progress.slide AS shown_slide FROM learners"
+            "SELECT learners.*, lesson_progress.slide_id, lesson_progress.furthest_slide_id,"
+            " lesson_progress.slides_read_at, lesson_progress.completed_at FROM learners"
             " JOIN lesson_progress ON lesson_progress.user_id = learners.user_id"
             " AND lesson_progress.lesson_id = learners.lesson_id"
             " WHERE learners.reader_view = 'slide' AND learners.reader_message_id IS NOT NULL"
             " AND learners.updated_at >= ?",
-            (since.astimezone(dt.UTC).isoformat(timespec="milliseconds"),),
+            (timestamp(since),),
         )
-        return [(_learner(row), row["shown_slide"]) for row in rows]
+        return [(_learner(row), _lesson_progress(row)) for row in rows]
 
     async def set_reader_message(self, user_id: int, message_id: int, view: ReaderView) -> None:
         """Remember which message is edited in place for the learner, and what it shows."""
         await self._write_one(
             "UPDATE learners SET reader_message_id = ?, reader_view = ?, updated_at = ? WHERE user_id = ?",
-            (message_id, view.value, _now(), user_id),
+            (message_id, view.value, self._now(), user_id),
         )
 
     async def complete_lesson(self, user_id: int, lesson_id: str) -> bool:
@@ -296,29 +441,167 @@ class Database:
             cursor = await conn.execute(
                 "UPDATE lesson_progress SET completed_at = ? WHERE user_id = ? AND lesson_id = ?"
                 " AND completed_at IS NULL AND slides_read_at IS NOT NULL",
-                (_now(), user_id, lesson_id),
+                (self._now(), user_id, lesson_id),
             )
             return cursor.rowcount == 1
 
+    # The lessons as served: places follow their edits
+
+    async def adopt_course(self, course: Course) -> Adopted:
+        """Bring stored places in line with ``course`` (English, as the bot now serves it); one transaction.
+
+        A slide removed since the lesson was last served sends the learners on it to the next slide that
+        remains (the lesson's last if none does) and is remembered with that successor, so an old button
+        naming it lands there too; positions that migration 3 could not convert (lessons it did not know)
+        become ids, read against ``course``. Call it at start and after every reload, before learners are served.
+        """
+        slides_removed = learners_moved = converted = 0
+        async with self._write():
+            for lesson in course.lessons:
+                order = [slide.id for slide in lesson.slides]
+                removed, moved = await self._adopt_slide_order(lesson.id, order)
+                slides_removed += removed
+                learners_moved += moved
+                converted += await self._convert_positions(lesson.id, order)
+                for question in lesson.quiz:
+                    converted += await self._convert_options(lesson.id, question.id, list(question.option_ids))
+        if slides_removed or learners_moved or converted:
+            log.info(
+                "lessons adopted: %d slides removed, %d places moved to the next slide, %d positions converted",
+                slides_removed,
+                learners_moved,
+                converted,
+            )
+        return Adopted(slides_removed, learners_moved, converted)
+
+    async def _adopt_slide_order(self, lesson_id: str, order: list[str]) -> tuple[int, int]:
+        rows = await self._all(
+            "SELECT slide_id, position, successor FROM slide_order WHERE lesson_id = ?", (lesson_id,)
+        )
+        served = set(order)
+        before = [
+            row["slide_id"] for row in sorted(rows, key=lambda r: r["position"] or 0) if row["position"] is not None
+        ]
+        # Each slide gone now: the next one after it, in the order served before, that is still here.
+        gone = {
+            slide: next((later for later in before[i + 1 :] if later in served), None)
+            for i, slide in enumerate(before)
+            if slide not in served
+        }
+        retired = {
+            row["slide_id"]: row["successor"]
+            for row in rows
+            if row["position"] is None and row["slide_id"] not in served
+        }
+        for slide, successor in retired.items():
+            if successor is not None and successor not in served:
+                retired[slide] = gone.get(successor)  # its successor went too: follow it on
+        retired |= gone
+        await self._conn.execute("DELETE FROM slide_order WHERE lesson_id = ?", (lesson_id,))
+        await self._conn.executemany(
+            "INSERT INTO slide_order (lesson_id, slide_id, position, successor) VALUES (?, ?, ?, NULL)",
+            [(lesson_id, slide, position) for position, slide in enumerate(order)],
+        )
+        await self._conn.executemany(
+            "INSERT INTO slide_order (lesson_id, slide_id, position, successor) VALUES (?, ?, NULL, ?)",
+            [(lesson_id, slide, successor) for slide, successor in retired.items()],
+        )
+        moved = 0
+        for slide, successor in gone.items():
+            landing = successor or order[-1]
+            index = order.index(landing)
+            # Reached as far as the removed slide: read up to the one before its successor, so Next goes on.
+            reached = order[index - 1] if successor is not None and index > 0 else landing
+            cursor = await self._conn.execute(
+                "UPDATE lesson_progress SET slide_id = ? WHERE lesson_id = ? AND slide_id = ?",
+                (landing, lesson_id, slide),
+            )
+            moved += cursor.rowcount
+            await self._conn.execute(
+                "UPDATE lesson_progress SET furthest_slide_id = ? WHERE lesson_id = ? AND furthest_slide_id = ?",
+                (reached, lesson_id, slide),
+            )
+        return len(gone), moved
+
+    async def _convert_positions(self, lesson_id: str, order: list[str]) -> int:
+        rows = await self._all(
+            "SELECT user_id, slide, furthest_slide FROM lesson_progress WHERE lesson_id = ? AND slide_id IS NULL",
+            (lesson_id,),
+        )
+        last = len(order) - 1
+        await self._conn.executemany(
+            "UPDATE lesson_progress SET slide_id = ?, furthest_slide_id = ? WHERE user_id = ? AND lesson_id = ?",
+            [
+                (order[min(row["slide"], last)], order[min(row["furthest_slide"], last)], row["user_id"], lesson_id)
+                for row in rows
+            ],
+        )
+        return len(rows)
+
+    async def _convert_options(self, lesson_id: str, question_id: str, option_ids: list[str]) -> int:
+        # Schema 2 showed options in file order, so a stored position is an index into the file's options.
+        rows = await self._all(
+            "SELECT poll_id, option_index FROM quiz_answers"
+            " WHERE lesson_id = ? AND question_id = ? AND option_id IS NULL",
+            (lesson_id, question_id),
+        )
+        # A position past the options (the question had more then) stays unconverted: its meaning is lost.
+        answers = [
+            (option_ids[row["option_index"]], row["poll_id"])
+            for row in rows
+            if 0 <= row["option_index"] < len(option_ids)
+        ]
+        await self._conn.executemany("UPDATE quiz_answers SET option_id = ? WHERE poll_id = ?", answers)
+        cursor = await self._conn.execute(
+            "UPDATE quiz_polls SET options = ? WHERE lesson_id = ? AND question_id = ? AND options IS NULL",
+            (" ".join(option_ids), lesson_id, question_id),
+        )
+        return len(answers) + cursor.rowcount
+
+    async def successor_of_removed_slide(self, lesson_id: str, slide_id: str) -> str | None:
+        """Return the slide that stands where a removed slide was (see adopt_course), or None if it never was."""
+        row = await self._one(
+            "SELECT successor, (SELECT slide_id FROM slide_order AS o WHERE o.lesson_id = r.lesson_id"
+            " AND o.position IS NOT NULL ORDER BY o.position DESC LIMIT 1) AS last_slide"
+            " FROM slide_order AS r WHERE lesson_id = ? AND slide_id = ? AND position IS NULL",
+            (lesson_id, slide_id),
+        )
+        if row is None:
+            return None
+        return str(row["successor"] or row["last_slide"])
+
     # Quick Check
 
-    async def start_quiz(self, user_id: int, lesson_id: str, question_ids: list[str]) -> None:
-        """Queue the questions of a Quick Check round, replacing any round under way."""
+    async def start_quiz(self, user_id: int, lesson_id: str, question_ids: list[str], seed: int) -> None:
+        """Queue the questions of a Quick Check round, replacing any round under way; ``seed`` is its shuffle."""
         async with self._write() as conn:
             await conn.execute(
-                "UPDATE learners SET quiz_lesson_id = ?, quiz_queue = ?, quiz_poll_id = NULL, updated_at = ?"
-                " WHERE user_id = ?",
-                (lesson_id, " ".join(question_ids), _now(), user_id),
+                "UPDATE learners SET quiz_lesson_id = ?, quiz_queue = ?, quiz_poll_id = NULL, quiz_seed = ?,"
+                " updated_at = ? WHERE user_id = ?",
+                (lesson_id, " ".join(question_ids), seed, self._now(), user_id),
             )
+
+    async def drop_questions(self, user_id: int, question_ids: list[str]) -> tuple[str, ...]:
+        """Take questions that left the lesson off the round, and the poll awaited with them; return those left."""
+        async with self._write() as conn:
+            row = await self._one("SELECT quiz_queue FROM learners WHERE user_id = ?", (user_id,))
+            queue = tuple(row["quiz_queue"].split()) if row is not None else ()
+            remaining = tuple(q for q in queue if q not in question_ids)
+            await conn.execute(
+                "UPDATE learners SET quiz_queue = ?, quiz_poll_id = NULL, quiz_lesson_id = CASE WHEN ? = '' THEN NULL"
+                " ELSE quiz_lesson_id END, updated_at = ? WHERE user_id = ?",
+                (" ".join(remaining), " ".join(remaining), self._now(), user_id),
+            )
+            return remaining
 
     async def poll_sent(self, poll: SentPoll, message_id: int) -> None:
         """Record a sent quiz poll as the one the learner's round awaits."""
-        now = _now()
+        now = self._now()
         async with self._write() as conn:
             await conn.execute(
-                "INSERT INTO quiz_polls (poll_id, user_id, lesson_id, question_id, message_id, sent_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (poll.poll_id, poll.user_id, poll.lesson_id, poll.question_id, message_id, now),
+                "INSERT INTO quiz_polls (poll_id, user_id, lesson_id, question_id, options, message_id, sent_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (poll.poll_id, poll.user_id, poll.lesson_id, poll.question_id, " ".join(poll.options), message_id, now),
             )
             await conn.execute(
                 "UPDATE learners SET quiz_poll_id = ?, updated_at = ? WHERE user_id = ?",
@@ -328,22 +611,42 @@ class Database:
     async def sent_poll(self, poll_id: str) -> SentPoll | None:
         """Return the poll the bot sent with this id, or None."""
         row = await self._one(
-            "SELECT poll_id, user_id, lesson_id, question_id FROM quiz_polls WHERE poll_id = ?", (poll_id,)
+            "SELECT poll_id, user_id, lesson_id, question_id, options FROM quiz_polls WHERE poll_id = ?", (poll_id,)
         )
         return _sent_poll(row) if row is not None else None
 
-    async def record_answer(self, poll: SentPoll, option_index: int, correct: bool) -> tuple[str, ...] | None:
-        """Record an answer; if it answers the awaited poll, pop it and return the questions left.
+    async def poll_age(self, poll_id: str) -> dt.timedelta | None:
+        """Return how long ago the poll was sent, by the database's clock (None: no such poll)."""
+        row = await self._one("SELECT sent_at FROM quiz_polls WHERE poll_id = ?", (poll_id,))
+        return self.clock() - dt.datetime.fromisoformat(row["sent_at"]) if row is not None else None
 
-        Returns None when the answer was already recorded or its poll is not the awaited one.
+    async def poll_message(self, poll_id: str) -> int | None:
+        """Return the id of the message that carries the poll, if known."""
+        row = await self._one("SELECT message_id FROM quiz_polls WHERE poll_id = ?", (poll_id,))
+        return int(row["message_id"]) if row is not None and row["message_id"] is not None else None
+
+    async def record_answer(self, poll: SentPoll, option_index: int, option_id: str, correct: bool) -> Recorded | None:
+        """Record an answer (the position tapped, and the option there); if it answers the awaited poll, pop
+        its question from the round.
+
+        Returns None when this poll's answer was recorded before.
         """
-        now = _now()
+        now = self._now()
         async with self._write() as conn:
             cursor = await conn.execute(
                 "INSERT OR IGNORE INTO quiz_answers"
-                " (poll_id, user_id, lesson_id, question_id, option_index, correct, answered_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (poll.poll_id, poll.user_id, poll.lesson_id, poll.question_id, option_index, int(correct), now),
+                " (poll_id, user_id, lesson_id, question_id, option_index, option_id, correct, answered_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    poll.poll_id,
+                    poll.user_id,
+                    poll.lesson_id,
+                    poll.question_id,
+                    option_index,
+                    option_id,
+                    int(correct),
+                    now,
+                ),
             )
             if cursor.rowcount != 1:
                 return None
@@ -351,7 +654,7 @@ class Database:
                 "SELECT quiz_queue FROM learners WHERE user_id = ? AND quiz_poll_id = ?", (poll.user_id, poll.poll_id)
             )
             if row is None:
-                return None
+                return Recorded(None)
             remaining = tuple(q for q in row["quiz_queue"].split() if q != poll.question_id)
             await conn.execute(
                 "UPDATE learners SET quiz_queue = ?, quiz_poll_id = NULL,"
@@ -359,12 +662,12 @@ class Database:
                 " updated_at = ? WHERE user_id = ?",
                 (" ".join(remaining), " ".join(remaining), now, poll.user_id),
             )
-            return remaining
+            return Recorded(remaining)
 
     async def latest_answers(self, user_id: int) -> dict[tuple[str, str], Answer]:
         """Return each question's latest answer, keyed by (lesson id, question id)."""
         rows = await self._all(
-            "SELECT lesson_id, question_id, option_index, correct FROM quiz_answers AS a"
+            "SELECT lesson_id, question_id, option_id, correct FROM quiz_answers AS a"
             " WHERE user_id = ? AND answered_at = (SELECT max(answered_at) FROM quiz_answers"
             " WHERE user_id = a.user_id AND lesson_id = a.lesson_id AND question_id = a.question_id)"
             " ORDER BY rowid",
@@ -379,7 +682,7 @@ class Database:
         async with self._write() as conn:
             await conn.execute(
                 "UPDATE learners SET practice_lesson_id = ?, hints_shown = 0, updated_at = ? WHERE user_id = ?",
-                (lesson_id, _now(), user_id),
+                (lesson_id, self._now(), user_id),
             )
 
     async def stop_practice(self, user_id: int) -> None:
@@ -387,7 +690,7 @@ class Database:
         async with self._write() as conn:
             await conn.execute(
                 "UPDATE learners SET practice_lesson_id = NULL, hints_shown = 0, updated_at = ? WHERE user_id = ?",
-                (_now(), user_id),
+                (self._now(), user_id),
             )
 
     async def show_hint(self, user_id: int, limit: int) -> int:
@@ -395,7 +698,7 @@ class Database:
         async with self._write() as conn:
             await conn.execute(
                 "UPDATE learners SET hints_shown = min(hints_shown + 1, ?), updated_at = ? WHERE user_id = ?",
-                (limit, _now(), user_id),
+                (limit, self._now(), user_id),
             )
             row = await self._one("SELECT hints_shown FROM learners WHERE user_id = ?", (user_id,))
             return int(row["hints_shown"]) if row is not None else 0
@@ -405,7 +708,7 @@ class Database:
         async with self._write() as conn:
             await conn.execute(
                 "INSERT INTO exercise_attempts (user_id, lesson_id, passed, attempted_at) VALUES (?, ?, ?, ?)",
-                (user_id, lesson_id, int(passed), _now()),
+                (user_id, lesson_id, int(passed), self._now()),
             )
 
     async def exercises_passed(self, user_id: int) -> set[str]:
@@ -415,19 +718,144 @@ class Database:
         )
         return {row["lesson_id"] for row in rows}
 
+    # Learning events
+
+    async def record_event(
+        self,
+        user_id: int,
+        *,
+        language: str,
+        lesson_id: str,
+        kind: EventKind | str,
+        item_id: str | None = None,
+        option_id: str | None = None,
+        verdict: str | None = None,
+        failed_check: str | None = None,
+        seconds: float | None = None,
+    ) -> None:
+        """Record one learning event (bot.learner.EventKind says what each kind's fields hold).
+
+        For a slide, ``seconds`` left out is the time since the learner's previous slide of this lesson: it
+        stays None when something else came between (another lesson, the Quick Check, practice) or for the
+        first. Nothing is recorded while events are kept 0 days.
+        """
+        if self.events_days == 0:
+            return
+        # One statement (one round trip on every tap): a slide's time on the previous one is worked out in SQL.
+        await self._write_one(
+            "INSERT INTO events (user_id, at, language, lesson_id, kind, item_id, option_id, verdict,"
+            " failed_check, seconds) SELECT :user, :at, :language, :lesson, :kind, :item, :option, :verdict, :check,"
+            " CASE WHEN :seconds IS NOT NULL OR :kind != 'slide' THEN :seconds ELSE ("
+            "  SELECT CASE WHEN last.lesson_id = :lesson AND last.kind IN ('slide', 'back')"
+            "  THEN max(0.0, round((julianday(:at) - julianday(last.at)) * 86400.0, 3)) END"
+            "  FROM events AS last WHERE last.user_id = :user ORDER BY last.at DESC, last.id DESC LIMIT 1"
+            " ) END",
+            {
+                "user": user_id,
+                "at": self._now(),
+                "language": language,
+                "lesson": lesson_id,
+                "kind": str(kind),
+                "item": item_id,
+                "option": option_id,
+                "verdict": verdict,
+                "check": failed_check,
+                "seconds": seconds,
+            },
+        )
+
+    async def purge_events(self) -> int:
+        """Delete the learning events older than the days they are kept; return how many went."""
+        if self.events_days is None:
+            return 0
+        cutoff = timestamp(self.clock() - dt.timedelta(days=self.events_days))
+        async with self._write() as conn:
+            cursor = await conn.execute("DELETE FROM events WHERE at < ? OR ? = 0", (cutoff, self.events_days))
+            return cursor.rowcount
+
+    # Drills
+
+    async def drill_progress(self, user_id: int, lesson_id: str) -> dict[str, DrillProgress]:
+        """Return the learner's attempt at each drill of a lesson they touched, by drill id."""
+        rows = await self._all(
+            "SELECT drill_id, placed, ruled_out, turn, tries, done, checked, solved_at FROM drill_progress"
+            " WHERE user_id = ? AND lesson_id = ?",
+            (user_id, lesson_id),
+        )
+        return {row["drill_id"]: _drill_progress(row) for row in rows}
+
+    async def save_drill(
+        self, user_id: int, lesson_id: str, drill_id: str, before: DrillProgress, after: DrillProgress
+    ) -> bool:
+        """Store ``after`` if the stored attempt is still ``before``; return False if another tap changed it first."""
+        now = self._now()
+        async with self._write() as conn:
+            cursor = await conn.execute(
+                "INSERT INTO drill_progress"
+                " (user_id, lesson_id, drill_id, placed, ruled_out, turn, tries, done, checked, solved_at, updated_at)"
+                " VALUES (:user, :lesson, :drill, :placed, :ruled_out, :turn, :tries, :done, :checked,"
+                " CASE WHEN :solved THEN :now END, :now)"
+                " ON CONFLICT (user_id, lesson_id, drill_id) DO UPDATE SET placed = :placed, ruled_out = :ruled_out,"
+                " turn = :turn, tries = :tries, done = :done, checked = :checked,"
+                " solved_at = coalesce(solved_at, CASE WHEN :solved THEN :now END), updated_at = :now"
+                " WHERE turn = :before",
+                {
+                    "user": user_id,
+                    "lesson": lesson_id,
+                    "drill": drill_id,
+                    "placed": " ".join(map(str, after.placed)),
+                    "ruled_out": " ".join(map(str, sorted(after.ruled_out))),
+                    "turn": after.turn,
+                    "tries": after.tries,
+                    "done": int(after.done),
+                    "checked": int(after.checked),
+                    "solved": int(after.solved),
+                    "before": before.turn,
+                    "now": now,
+                },
+            )
+            return cursor.rowcount == 1
+
+    async def drills_solved(self, user_id: int) -> dict[str, set[str]]:
+        """Return the drills the learner has solved, as drill ids by lesson id."""
+        rows = await self._all(
+            "SELECT lesson_id, drill_id FROM drill_progress WHERE user_id = ? AND solved_at IS NOT NULL", (user_id,)
+        )
+        solved: dict[str, set[str]] = {}
+        for row in rows:
+            solved.setdefault(row["lesson_id"], set()).add(row["drill_id"])
+        return solved
+
     # Reset and backup
 
     async def reset(self, user_id: int) -> None:
         """Forget the learner's progress and answers; keep who they are and their language."""
         async with self._write() as conn:
-            for table in ("quiz_answers", "quiz_polls", "lesson_progress", "exercise_attempts"):
+            for table in ("quiz_answers", "quiz_polls", "lesson_progress", "exercise_attempts", "drill_progress"):
                 # Table names come from the tuple above, never from input.
                 await conn.execute(f"DELETE FROM {table} WHERE user_id = ?", (user_id,))
             await conn.execute(
                 "UPDATE learners SET lesson_id = NULL, reader_message_id = NULL, reader_view = NULL,"
                 " quiz_lesson_id = NULL, quiz_queue = '', quiz_poll_id = NULL,"
                 " practice_lesson_id = NULL, hints_shown = 0, updated_at = ? WHERE user_id = ?",
-                (_now(), user_id),
+                (self._now(), user_id),
+            )
+
+
+def ensure_writable(path: Path) -> None:
+    """Refuse, in one line naming the uid that must own them, a database or folder this process cannot write.
+
+    SQLite would open such a file read-only and fail only at the first write, with every learner's update.
+    """
+    path = Path(path)
+    folder = path.parent if path.parent.exists() else next(p for p in path.parents if p.exists())
+    uid = os.geteuid()
+    for place in (folder, path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        if place.exists() and not os.access(place, os.W_OK):
+            owner = place.stat().st_uid
+            raise StorageError(
+                f"cannot write the database {path}: {place} belongs to uid {owner} and coursebot runs as uid "
+                f"{uid}; make uid {uid} its owner (chown -R {uid}:{os.getegid()} {folder})"
             )
 
 

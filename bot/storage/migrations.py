@@ -65,4 +65,155 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX exercise_attempts_by_learner ON exercise_attempts (user_id, lesson_id, passed);
     """,
+    # 3: places, quiz options and rounds by id, never by position (issue 13), so an edit of the lessons moves
+    # nobody. Positions written by schema 2 are converted here for the course as it shipped then (the
+    # slide and option order below is that course's); those of other lessons are converted from the
+    # lessons being served when the bot next starts (Database.adopt_course), which also keeps slide_order.
+    """
+    CREATE TABLE slide_order (
+        lesson_id  TEXT NOT NULL,
+        slide_id   TEXT NOT NULL,
+        position   INTEGER,  -- 0-based place in the lesson as last served; NULL once the slide was removed
+        successor  TEXT,     -- for a removed slide: the next slide that remained then (NULL: none did)
+        PRIMARY KEY (lesson_id, slide_id)
+    );
+    INSERT INTO slide_order (lesson_id, position, slide_id) VALUES
+        ('requires-grad', 0, 'what-autograd-does'), ('requires-grad', 1, 'off-by-default'),
+        ('requires-grad', 2, 'tracking-spreads'), ('requires-grad', 3, 'grad-fn'), ('requires-grad', 4, 'leaf-tensors'),
+        ('requires-grad', 5, 'untracked-are-leaves'), ('requires-grad', 6, 'graph-of-nodes'),
+        ('requires-grad', 7, 'dynamic-graph'), ('requires-grad', 8, 'requires-grad-in-place'),
+        ('requires-grad', 9, 'floats-only'), ('requires-grad', 10, 'not-differentiable'),
+        ('requires-grad', 11, 'detach'), ('requires-grad', 12, 'parameters-track'),
+        ('backward', 0, 'one-call'), ('backward', 1, 'check-by-hand'), ('backward', 2, 'chain-rule'),
+        ('backward', 3, 'tiny-loss'), ('backward', 4, 'scalar-only'), ('backward', 5, 'reduce-first'),
+        ('backward', 6, 'gradient-argument'), ('backward', 7, 'graph-freed'), ('backward', 8, 'retain-graph'),
+        ('backward', 9, 'fresh-graph'), ('backward', 10, 'autograd-grad'), ('backward', 11, 'second-derivative'),
+        ('backward', 12, 'nothing-to-differentiate'),
+        ('grad', 0, 'grad-attribute'), ('grad', 1, 'none-at-first'), ('grad', 2, 'leaves-only'),
+        ('grad', 3, 'retain-grad'), ('grad', 4, 'gradients-add-up'), ('grad', 5, 'why-accumulate'),
+        ('grad', 6, 'scale-chunks'), ('grad', 7, 'stale-gradients'), ('grad', 8, 'optimizer-zero-grad'),
+        ('grad', 9, 'zeros-instead'),
+        ('grad', 10, 'clear-by-hand'), ('grad', 11, 'loop-order'), ('grad', 12, 'debug-with-grads'),
+        ('no-grad', 0, 'recording-off'), ('no-grad', 1, 'why-it-helps'), ('no-grad', 2, 'evaluation'),
+        ('no-grad', 3, 'decorator'), ('no-grad', 4, 'scope-ends'), ('no-grad', 5, 'no-backward'),
+        ('no-grad', 6, 'manual-update'), ('no-grad', 7, 'in-place-error'), ('no-grad', 8, 'inference-mode'),
+        ('no-grad', 9, 'inference-tensors'), ('no-grad', 10, 'eval-is-different'), ('no-grad', 11, 'enable-grad'),
+        ('no-grad', 12, 'set-grad-enabled');
+    CREATE TABLE legacy_options (lesson_id TEXT, question_id TEXT, options TEXT);
+    INSERT INTO legacy_options (lesson_id, question_id, options) VALUES
+        ('requires-grad', 'result-is-leaf', 'not-leaf leaf no-value raises'),
+        ('requires-grad', 'which-raises', 'int-values float-values flag-in-place float64'),
+        ('requires-grad', 'when-graph-built', 'during-ops at-backward at-definition at-import'),
+        ('backward', 'square-grad', 'six nine three no-grad'),
+        ('backward', 'second-backward', 'raises replaces nothing zeroes'),
+        ('backward', 'vector-output', 'ones-like plain retain-graph grad-backward'),
+        ('grad', 'zero-grad-default', 'to-none to-zeros reset-weights reset-lr'),
+        ('grad', 'second-pass', 'twelve six zero no-grad'),
+        ('grad', 'chunk-scaling', 'divide-loss zero-between scale-lr nothing'),
+        ('no-grad', 'result-flag', 'not-tracked tracked like-w raises'),
+        ('no-grad', 'what-eval-does', 'layer-modes no-recording freezes validation'),
+        ('no-grad', 'why-no-grad-update', 'not-recorded gpu grad-cleared zeroes-after');
+
+    ALTER TABLE lesson_progress ADD COLUMN slide_id TEXT;           -- the slide on screen
+    ALTER TABLE lesson_progress ADD COLUMN furthest_slide_id TEXT;  -- the furthest slide reached
+    -- slide and furthest_slide (positions) stay only for rows of lessons not converted yet.
+    UPDATE lesson_progress SET
+        slide_id = (SELECT o.slide_id FROM slide_order AS o WHERE o.lesson_id = lesson_progress.lesson_id
+            AND o.position = min(lesson_progress.slide,
+                (SELECT max(m.position) FROM slide_order AS m WHERE m.lesson_id = lesson_progress.lesson_id))),
+        furthest_slide_id = (SELECT o.slide_id FROM slide_order AS o WHERE o.lesson_id = lesson_progress.lesson_id
+            AND o.position = min(lesson_progress.furthest_slide,
+                (SELECT max(m.position) FROM slide_order AS m WHERE m.lesson_id = lesson_progress.lesson_id)));
+
+    -- option_index stays: the position tapped in the poll as shown.
+    ALTER TABLE quiz_answers ADD COLUMN option_id TEXT;
+    -- The nth word of a legacy_options row, n = option_index: the id of the option at that position.
+    WITH RECURSIVE words (lesson_id, question_id, n, option_id, rest) AS (
+        SELECT lesson_id, question_id, 0,
+            CASE WHEN instr(options, ' ') > 0 THEN substr(options, 1, instr(options, ' ') - 1) ELSE options END,
+            CASE WHEN instr(options, ' ') > 0 THEN substr(options, instr(options, ' ') + 1) ELSE '' END
+        FROM legacy_options
+        UNION ALL
+        SELECT lesson_id, question_id, n + 1,
+            CASE WHEN instr(rest, ' ') > 0 THEN substr(rest, 1, instr(rest, ' ') - 1) ELSE rest END,
+            CASE WHEN instr(rest, ' ') > 0 THEN substr(rest, instr(rest, ' ') + 1) ELSE '' END
+        FROM words WHERE rest != ''
+    )
+    UPDATE quiz_answers SET option_id = (SELECT w.option_id FROM words AS w WHERE w.lesson_id = quiz_answers.lesson_id
+        AND w.question_id = quiz_answers.question_id AND w.n = quiz_answers.option_index);
+
+    ALTER TABLE quiz_polls ADD COLUMN options TEXT;  -- the option ids in the order the poll showed them
+    -- Schema 2 showed options in file order.
+    UPDATE quiz_polls SET options = (SELECT o.options FROM legacy_options AS o
+        WHERE o.lesson_id = quiz_polls.lesson_id AND o.question_id = quiz_polls.question_id);
+    ALTER TABLE learners ADD COLUMN quiz_seed INTEGER NOT NULL DEFAULT 0;  -- the round's shuffle
+    DROP TABLE legacy_options;
+    -- What is left to convert at start, found without a scan (empty once converted, so they cost no writes).
+    CREATE INDEX lesson_progress_by_position ON lesson_progress (lesson_id) WHERE slide_id IS NULL;
+    CREATE INDEX quiz_answers_by_position ON quiz_answers (lesson_id, question_id) WHERE option_id IS NULL;
+    CREATE INDEX quiz_polls_in_file_order ON quiz_polls (lesson_id, question_id) WHERE options IS NULL;
+    """,
+    # 4: learning events (issue 13): one row per thing a learner did, for `coursebot stats`. The Telegram user
+    # id is the only personal datum; rows older than COURSEBOT_EVENTS_DAYS are purged (bot.events).
+    """
+    CREATE TABLE events (
+        id            INTEGER PRIMARY KEY,
+        user_id       INTEGER NOT NULL,
+        at            TEXT NOT NULL,  -- UTC, ISO 8601 to the millisecond
+        language      TEXT NOT NULL,  -- the course language shown
+        lesson_id     TEXT NOT NULL,
+        kind          TEXT NOT NULL,  -- slide, back, answer, retake, run, hint, leave, done, drill
+        item_id       TEXT,           -- the slide, question, exercise, hint number or drill
+        option_id     TEXT,           -- answer: the option chosen
+        verdict       TEXT,           -- answer, drill: right or wrong; run: passed, failed, error, timeout...
+        failed_check  TEXT,           -- run: the first check that failed
+        seconds       REAL            -- slide: time on the learner's previous slide of this lesson
+    );
+    CREATE INDEX events_by_lesson ON events (lesson_id, kind, at);
+    CREATE INDEX events_by_user ON events (user_id, at);
+    """,
+    # 5: the inbox: every update stored before Telegram is told it arrived, pending until handled, replayed at
+    # start after a crash; its handled rows drop Telegram's redeliveries, which processed_updates did.
+    """
+    CREATE TABLE inbox (
+        update_id    INTEGER PRIMARY KEY,
+        payload      TEXT,                 -- the update as Telegram sent it (JSON); NULL once handled
+        received_at  TEXT NOT NULL,
+        state        TEXT NOT NULL DEFAULT 'pending',  -- pending, handled, or abandoned: it crashed the bot
+        replays      INTEGER NOT NULL DEFAULT 0,       -- starts that found it pending and handled it again
+        alone        INTEGER NOT NULL DEFAULT 0,       -- 1 while a start handles it alone, watching it
+        crashes      INTEGER NOT NULL DEFAULT 0,       -- times the bot died while handling it alone
+        handled_at   TEXT
+    );
+    CREATE INDEX inbox_pending ON inbox (update_id) WHERE state = 'pending';
+    INSERT INTO inbox (update_id, received_at, state, handled_at)
+        SELECT update_id, processed_at, 'handled', processed_at FROM processed_updates;
+    DROP TABLE processed_updates;
+    """,
+    # 6: drills (Parsons, fill in the blank, predict the output): each learner's attempt at each drill.
+    # Lessons completed before drills existed keep their completed_at: nothing here touches it.
+    """
+    CREATE TABLE drill_progress (
+        user_id     INTEGER NOT NULL REFERENCES learners(user_id) ON DELETE CASCADE,
+        lesson_id   TEXT NOT NULL,
+        drill_id    TEXT NOT NULL,
+        placed      TEXT NOT NULL DEFAULT '',  -- Parsons: piece numbers in the order tapped, space-separated
+        ruled_out   TEXT NOT NULL DEFAULT '',  -- choices tried and wrong in this attempt, space-separated
+        turn        INTEGER NOT NULL DEFAULT 0,  -- counts every change; buttons carry it, so stale taps are known
+        tries       INTEGER NOT NULL DEFAULT 0,  -- wrong answers, over every attempt
+        done        INTEGER NOT NULL DEFAULT 0,  -- this attempt is answered right
+        checked     INTEGER NOT NULL DEFAULT 0,  -- Parsons: the arrangement was checked and is wrong
+        solved_at   TEXT,                        -- first answered right: what progress counts
+        updated_at  TEXT NOT NULL,
+        PRIMARY KEY (user_id, lesson_id, drill_id)
+    );
+    """,
+    # 7: the indexes `coursebot stats` reads the learning events through (bot.stats.query): one covering index for
+    # every count, one for the time learners spent on slides.
+    """
+    CREATE INDEX IF NOT EXISTS events_report
+        ON events (kind, lesson_id, item_id, user_id, at, language, verdict, option_id, failed_check);
+    CREATE INDEX IF NOT EXISTS events_slide_seconds
+        ON events (lesson_id, item_id, seconds, at, language) WHERE kind = 'slide' AND seconds IS NOT NULL;
+    """,
 )

@@ -6,7 +6,9 @@ benchmark; rendering to text happens only when a test asks (describe / timeouts)
 
 from __future__ import annotations
 
+import random
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
@@ -63,11 +65,50 @@ class Fault:
         return InjectedFault(self.status, description)
 
 
+@dataclass(slots=True)
+class RandomFaults:
+    """A share of calls failing at random, as Telegram's 429s and 5xx come: seeded, so a run can be repeated."""
+
+    rate: float  # 0.03: about 3 calls in 100 fail
+    statuses: tuple[int, ...]  # each failure's status, drawn evenly; a 429 asks to retry after retry_after
+    rng: random.Random
+    retry_after: int = 1
+    spared: frozenset[str] = frozenset()  # methods (lower-cased) that never fail
+
+    def draw(self, method: str) -> Fault | None:
+        if self.rng.random() >= self.rate or method.lower() in self.spared:
+            return None
+        return Fault(self.rng.choice(self.statuses), self.retry_after, None, 1)
+
+
 class Faults:
-    """Planned failures per method (lower-cased; "*" matches every method)."""
+    """Planned failures per method (lower-cased; "*" matches every method), and failures at random."""
 
     def __init__(self) -> None:
         self._plans: dict[str, deque[Fault]] = {}
+        self._random: RandomFaults | None = None
+
+    def at_random(
+        self,
+        rate: float,
+        statuses: Iterable[int] = (429, 500, 502, 503, 504),
+        *,
+        seed: int = 0,
+        retry_after: int = 1,
+        spare: Iterable[str] = (),
+    ) -> None:
+        """Fail a ``rate`` share of the calls not planned otherwise, each with one of ``statuses``."""
+        if not 0 <= rate <= 1:
+            raise ValueError("rate is a share of calls, from 0 to 1")
+        codes = tuple(statuses)
+        for status in codes:
+            HTTPStatus(status)
+        self._random = RandomFaults(
+            rate, codes, random.Random(seed), retry_after, frozenset(method.lower() for method in spare)
+        )
+
+    def stop_at_random(self) -> None:
+        self._random = None
 
     def add(self, method: str, status: int, retry_after: int | None, count: int, description: str | None) -> None:
         if count < 1:
@@ -77,7 +118,10 @@ class Faults:
 
     def take(self, method: str) -> InjectedFault | None:
         if not self._plans:  # the hot path: nothing planned
-            return None
+            if self._random is None:
+                return None
+            fault = self._random.draw(method)
+            return fault.error() if fault is not None else None
         for key in (method.lower(), "*"):
             plan = self._plans.get(key)
             if plan:
@@ -88,7 +132,9 @@ class Faults:
                     if not plan:
                         del self._plans[key]
                 return fault.error()
-        return None
+        fault = self._random.draw(method) if self._random is not None else None
+        return fault.error() if fault is not None else None
 
     def clear(self) -> None:
         self._plans.clear()
+        self._random = None

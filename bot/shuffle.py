@@ -1,0 +1,29 @@
+"""The order a learner sees a question's options in: shuffled per learner and per round, from a stored seed.
+
+A round of the Quick Check draws a seed (kept with the learner), and each question's order follows from
+the seed and the question's id. The order is therefore the same whenever that poll is sent again in the
+round, and new for the next round, so a retake is never a memory test of positions. Answers are kept by
+option id, so the order never changes what was recorded.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+
+from bot.content.model import Question
+
+SEED_BITS = 31  # fits SQLite's INTEGER and Python's int alike; any width would do
+
+
+def new_seed() -> int:
+    """Return a fresh seed for a round."""
+    return secrets.randbits(SEED_BITS)
+
+
+def option_order(question: Question, seed: int) -> tuple[int, ...]:
+    """Return the positions of ``question``'s options (file order) in the order a round with ``seed`` shows them."""
+    order = list(range(len(question.options)))
+    # Seeded with a string: the same on every run and every machine (Python hashes it with SHA-512).
+    random.Random(f"{seed}:{question.id}").shuffle(order)
+    return tuple(order)
