@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from bot import mistakes, render
-from bot.content.model import Course, Exercise, ExerciseCheck, Lesson
+from bot import mistakes
+from bot.content.model import Exercise, ExerciseCheck
 from bot.i18n import _, number
 from bot.safehtml import Html, italic, pre
 from runner.client import Check, ExerciseChecks, Limits, RunResult
@@ -137,27 +137,6 @@ def likely_mistakes(exercise: Exercise, result: RunResult) -> list[str]:
     if result.status == "error":
         evidence.append(mistakes.Evidence(stderr=result.stderr))
     return mistakes.likely(evidence)
-
-
-def verdict_screen(
-    course: Course,
-    lesson: Lesson,
-    result: RunResult,
-    lines: list[str],
-    likely: list[str],
-    *,
-    hints_shown: int,
-    output_room: int = OUTPUT_MAX,
-) -> render.Screen:
-    """Render a graded run: its output (at most ``output_room`` characters), then the pass or what failed."""
-    return render.practice_verdict(
-        course,
-        lesson,
-        output_block(result, output_room),
-        render.feedback_lines(lines, likely),
-        passed=result.passed,
-        hints_shown=hints_shown,
-    )
 
 
 def run_event(result: RunResult) -> tuple[str, str | None]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 
-from bot import lessontext
+from bot import feedback, lessontext
 from bot.callbacks import (
     CallbackData,
     ChooseLanguage,
@@ -34,6 +34,7 @@ from bot.learner import NOT_STARTED, LessonProgress
 from bot.navigation import Place, slide_index
 from bot.safehtml import Html, bold, code, code_block, escape, fill, italic, join, pre
 from bot.states import Stage, stage
+from runner.client import RunResult
 
 
 @dataclass(frozen=True)
@@ -382,6 +383,27 @@ def practice_verdict(
         parts.append(join([bold(_("Not yet:")), feedback], "\n"))
         parts.append(italic(_("Change your code and send it again; try as often as you like.")))
     return Screen(join(parts), _practice_buttons(lesson, course, hints_shown, passed=passed))
+
+
+def verdict_screen(
+    course: Course,
+    lesson: Lesson,
+    result: RunResult,
+    lines: list[str],
+    likely: list[str],
+    *,
+    hints_shown: int,
+    output_room: int = feedback.OUTPUT_MAX,
+) -> Screen:
+    """Render a graded run: its output (at most ``output_room`` characters), then the pass or what failed."""
+    return practice_verdict(
+        course,
+        lesson,
+        feedback.output_block(result, output_room),
+        feedback_lines(lines, likely),
+        passed=result.passed,
+        hints_shown=hints_shown,
+    )
 
 
 def practice_left(course: Course, lesson: Lesson | None) -> Screen:

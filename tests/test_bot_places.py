@@ -22,7 +22,15 @@ from bot.content.load import load_valid
 from bot.errors import StorageError
 from bot.i18n import I18n, _
 from tests.conftest import LESSONS, LOCALES, running, with_lessons
-from tests.journey import answer_quiz, button_texts, position, read_slides, send_and_wait, tap_and_wait_edit
+from tests.journey import (
+    answer_quiz,
+    button_texts,
+    position,
+    read_slides,
+    send_and_wait,
+    solve_drills,
+    tap_and_wait_edit,
+)
 
 ENGLISH = load_valid(LESSONS, LOCALES).english
 FIRST, SECOND = ENGLISH.lessons[0], ENGLISH.lessons[1]
@@ -136,7 +144,8 @@ async def test_a_lesson_removed_leaves_a_menu_and_continue_that_make_sense(confi
         slide = await _on_slide(ada, 1)
         last = await read_slides(ada, slide, FIRST)
         result = await answer_quiz(ada, last, FIRST)
-        in_second = await tap_and_wait_edit(ada, result, "Next lesson")
+        solved = await solve_drills(ada, result, FIRST)
+        in_second = await tap_and_wait_edit(ada, solved, "Next lesson")
         in_second = await tap_and_wait_edit(ada, in_second, "Next")
     edit(lessons, "course", lambda d: d["lessons"].remove("02-backward"))
     (lessons / "en" / "02-backward.yaml").unlink()
@@ -173,7 +182,8 @@ async def test_a_question_removed_or_changed_leaves_the_other_answers_standing(c
     ada = standin.learner(user_id=8106)
     async with running(config):
         last = await read_slides(ada, await _on_slide(ada, 1), FIRST)
-        await answer_quiz(ada, last, FIRST, wrong={1})  # which-raises wrong, the others right
+        result = await answer_quiz(ada, last, FIRST, wrong={1})  # which-raises wrong, the others right
+        await solve_drills(ada, result, FIRST)
 
     def change(data: dict[str, Any]) -> None:
         data["quiz"] = [q for q in data["quiz"] if q["id"] != "result-is-leaf"]
@@ -192,6 +202,7 @@ async def test_a_question_removed_or_changed_leaves_the_other_answers_standing(c
         assert [t.split(":")[0] for t in button_texts(retake_from)] == [
             "◀ Back",
             "Quick Check ▶",
+            "🧩 Code drills ▶",
             "💻 Practice",
             "Next lesson",
             "☰ Lessons",
@@ -216,6 +227,7 @@ async def test_a_question_removed_mid_round_is_skipped_and_the_round_ends(config
         await ada.answer_poll(second, second["poll"]["correct_option_ids"][0])
         result = await ada.wait_message(lambda m: "reply_markup" in m, since=since)
         assert "2 of 2 correct" in result["text"]
+        await solve_drills(ada, result, FIRST)
         assert (await bot.db.progress(8107))[FIRST.id].completed
     assert standin.errors() == []
 

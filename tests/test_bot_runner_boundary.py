@@ -65,3 +65,24 @@ def test_the_probe_would_see_torch_imported():
     probe = "import sys, torch; sys.exit(3 if 'torch' in sys.modules else 0)"
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 3
+
+
+def test_every_bot_module_imports_first_without_an_import_cycle():
+    # An import cycle shows only when a module of the cycle is imported first: `coursebot db backup` once
+    # failed because bot.storage.db -> bot.drills -> bot.feedback -> bot.render -> bot.drills.
+    modules = [
+        ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        for path in sorted(BOT.rglob("*.py"))
+        if path.name != "__main__.py"
+    ]
+    probe = (
+        "import importlib, subprocess, sys\n"
+        "failed = [m for m in sys.argv[1:] if subprocess.run([sys.executable, '-c', f'import {m}'],"
+        " capture_output=True).returncode]\n"
+        "print(' '.join(failed))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *modules], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert done.stdout.split() == [], f"these modules fail when imported first: {done.stdout}"
+    assert "bot.storage.db" in modules and "bot.render" in modules

@@ -192,7 +192,7 @@ CASES = [
     (
         PARSONS.replace("        expr: c\n", "        expr: c +\n"),
         "expr: c +",
-        "check 'c-value': 'expr' is not a Python expression (invalid syntax)",
+        "check 'c-value': 'expr' 'c +' is not a Python expression (invalid syntax)",
     ),
     (
         PARSONS.replace("    prompt: Put them in order.", "    prompt: Put `them in order."),
@@ -326,13 +326,14 @@ def test_duplicate_drill_ids_are_reported(lessons):
     assert found == [f"{path}:{second}: duplicate drill id 'gap' (first at line {first})"]
 
 
-def test_checks_of_a_parsons_drill_may_leave_expect_out_but_not_an_exercise(lessons):
+def test_a_check_of_a_parsons_drill_may_leave_expect_out_to_compare_with_the_authors_order(lessons):
     path = english(lessons)
     set_drills(path, PARSONS)
     assert problems(lessons) == []
     text = path.read_text(encoding="utf-8")
-    path.write_text(text.replace("      expect: 4.0\n", "", 1), encoding="utf-8")
-    assert any("check 'grad-value': missing 'expect'" in p for p in problems(lessons))
+    assert "      expect" not in text.split("drills:")[1]  # the check compares with the author's order
+    path.write_text(text.replace("        kind: close\n", "        kind: close\n        expect:\n"), encoding="utf-8")
+    assert any("'expect' is empty; leave it out" in p for p in problems(lessons))
 
 
 # Translations.

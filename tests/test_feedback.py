@@ -206,7 +206,7 @@ def test_the_worst_verdict_fits_telegrams_limit_in_every_language(language):
             lines = ["status " * 40, *feedback.check_feedback(exercise, result)]
             likely = [m.explain(mistakes.Evidence(expr="x.grad", ratio=9)) for m in mistakes.MISTAKES]
             screen = telegram_limits.fitting(
-                lambda room, lesson=lesson, result=result, lines=lines, likely=likely: feedback.verdict_screen(
+                lambda room, lesson=lesson, result=result, lines=lines, likely=likely: render.verdict_screen(
                     course, lesson, result, lines, likely, hints_shown=0, output_room=room
                 ),
                 feedback.OUTPUT_MAX,

@@ -99,16 +99,19 @@ def test_a_slides_time_is_the_median_of_the_seconds_the_next_slide_carries(tmp_p
 def test_questions_count_first_tries_and_flag_too_easy_too_hard_and_unpicked_options(tmp_path):
     easy, hard, spread = (q.id for q in LESSON.quiz)
     right = {q.id: report.option_id(q, q.correct) for q in LESSON.quiz}
+    # The wrong options below are the second and third of each question (both questions' first option is right).
+    assert LESSON.quiz[1].correct == LESSON.quiz[2].correct == 0
+    second, third = LESSON.quiz[2].option_ids[1:3]
     log = Log()
     for user in range(1, 41):
         log.add(user, "answer", easy, option=right[easy], verdict="right")
         # 10 of 40 right on the first try (25%): too hard. A retake that gets it right changes no first try.
-        first = right[hard] if user <= 10 else "2"
+        first = right[hard] if user <= 10 else LESSON.quiz[1].option_ids[1]
         log.add(user, "answer", hard, option=first, verdict="right" if user <= 10 else "wrong")
         if user > 10:
             log.add(user, "answer", hard, option=right[hard], verdict="right")
         # 60% right, the wrong ones split between two options: the third wrong option is never chosen.
-        pick = right[spread] if user <= 24 else ("2" if user <= 32 else "3")
+        pick = right[spread] if user <= 24 else (second if user <= 32 else third)
         log.add(user, "answer", spread, option=pick, verdict="right" if user <= 24 else "wrong")
     questions = {q.id: q for q in lesson_of(figures_of(log.save(tmp_path / "e.sqlite3"))).questions}
     assert (questions[easy].learners, questions[easy].right_first) == (40, 40)
@@ -130,10 +133,10 @@ def test_a_question_few_learners_answered_raises_no_flag(tmp_path):
 def test_the_exercise_shows_first_try_passes_median_attempts_the_most_failed_check_and_hints(tmp_path):
     log = Log()
     log.add(1, "run", "exercise", verdict="passed")
-    log.add(2, "run", "exercise", verdict="failed", check="d-detached")
+    log.add(2, "run", "exercise", verdict="failed", check="d-value")
     log.add(2, "hint", "1")
     log.add(2, "run", "exercise", verdict="passed")
-    for verdict, check in (("failed", "d-detached"), ("error", None), ("failed", "w-tracked")):
+    for verdict, check in (("failed", "d-value"), ("error", None), ("failed", "w-tracked")):
         log.add(3, "run", "exercise", verdict=verdict, check=check)
     log.add(3, "hint", "1")
     log.add(3, "hint", "2")
@@ -143,7 +146,7 @@ def test_the_exercise_shows_first_try_passes_median_attempts_the_most_failed_che
     assert exercise is not None
     assert (exercise.learners, exercise.passed_first, exercise.passed) == (3, 1, 2)
     assert exercise.median_attempts == 2
-    assert (exercise.most_failed, exercise.failed_runs) == (("d-detached", 2), 3)
+    assert (exercise.most_failed, exercise.failed_runs) == (("d-value", 2), 3)
     assert exercise.hints == (2, 1, 0)
 
 

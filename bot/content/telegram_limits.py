@@ -152,9 +152,7 @@ def _worst_verdict(course: Course, lesson: Lesson) -> render.Screen:
     lines = feedback.check_feedback(exercise, result)
     everything = [m.explain(mistakes.Evidence(expr=exercise.checks[0].expr, ratio=2)) for m in mistakes.MISTAKES]
     return fitting(
-        lambda room: feedback.verdict_screen(
-            course, lesson, result, lines, everything, hints_shown=0, output_room=room
-        ),
+        lambda room: render.verdict_screen(course, lesson, result, lines, everything, hints_shown=0, output_room=room),
         feedback.OUTPUT_MAX,
     )
 

@@ -201,7 +201,7 @@ async def _verdict(
     hints_shown = current.hints_shown if current else 0
     # Whatever the run printed or failed on, the verdict fits in one message: the output gives way.
     screen = telegram_limits.fitting(
-        lambda room: feedback.verdict_screen(
+        lambda room: render.verdict_screen(
             context.course, lesson, result, lines, likely, hints_shown=hints_shown, output_room=room
         ),
         feedback.OUTPUT_MAX,
