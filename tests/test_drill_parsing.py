@@ -417,7 +417,7 @@ def test_a_translated_fail_message_must_keep_got_as_the_english_does(lessons):
     found = [p for p in problems(lessons) if "sources:" not in p]
     line = line_of(ru, "`w` в итоге неверен")
     assert found == [
-        f"{ru}:{line}: check 'w-after': 'fail' must use {{got}} once, as the English does, and no other braces"
+        f"{ru}:{line}: check 'w-after': 'fail' must use {{got}}, as the English does"
     ]
 
 
