@@ -1,8 +1,8 @@
 """The practice exercises at the end of each lesson, graded the way the bot grades a learner: in the REAL sandbox.
 
-Every exercise is proved (bot.content.exercise_proof): its solution passes on several random seeds, its
-starter runs yet fails, and every check compared with the solution depends on the seed, so a hard-coded
-answer cannot pass.  Known wrong answers each trip exactly the checks meant to catch them, and a correct
+Every exercise is proved (bot.content.proof.prove_exercise, the rules of `coursebot lint --run`): its solution
+passes on several random seeds, its starter runs yet fails, and no hard-coded answer passes a check compared
+with the solution.  Known wrong answers each trip exactly the checks meant to catch them, and a correct
 answer written another way passes.  The checks are the bot's own (feedback.runner_checks of the loaded
 lessons); this process never imports torch.
 """
@@ -17,7 +17,7 @@ import pytest
 import pytest_asyncio
 
 from bot import feedback
-from bot.content import exercise_proof
+from bot.content import proof
 from bot.content.load import load_valid
 from runner.client import CHECK_KINDS
 from tests.conftest import LESSONS, LOCALES
@@ -120,11 +120,8 @@ async def pool():
     await p.close()
 
 
-def run_with(pool):
-    async def run(code, checks, seed):
-        return await pool.run(code, checks=checks, seed=seed)
-
-    return run
+async def prove(exercise, pool) -> list[str]:
+    return [p.message for p in await proof.prove_exercise(exercise, pool)]
 
 
 def describe(result) -> str:
@@ -141,7 +138,7 @@ def describe(result) -> str:
 @shared_pool
 async def test_every_exercise_is_proved_in_the_real_runner(pool, lesson_id):
     exercise = COURSE.lesson(lesson_id).exercise
-    assert await exercise_proof.prove(exercise, run_with(pool)) == []
+    assert await prove(exercise, pool) == []
 
 
 @pytest.mark.parametrize("lesson_id", LESSON_IDS)
@@ -168,11 +165,7 @@ async def test_each_check_catches_its_mistake_and_another_correct_answer_passes(
 async def test_a_check_the_seed_does_not_change_is_refused_by_the_proof(pool):
     # Lesson 3 with fixed inputs: one hard-coded answer would pass every run.
     exercise = COURSE.lesson("grad").exercise
-    fixed = replace(
-        exercise,
-        solution=exercise.solution.replace("torch.randint(1, 6, (3,)).float()", "torch.tensor([1.0, 2.0, 3.0])"),
-    )
-    problems = await exercise_proof.prove(fixed, run_with(pool))
+    problems = await prove(with_inputs(exercise, "x", "torch.tensor([1.0, 2.0, 3.0])"), pool)
     assert any("check 'losses'" in p and "hard-coded" in p for p in problems), problems
     assert any("check 'w-trained'" in p for p in problems), problems
 
@@ -181,9 +174,35 @@ async def test_a_check_the_seed_does_not_change_is_refused_by_the_proof(pool):
 async def test_a_broken_solution_and_a_starter_that_passes_are_reported(pool):
     exercise = COURSE.lesson("no-grad").exercise
     broken = replace(exercise, solution=exercise.starter, starter=exercise.solution)
-    problems = await exercise_proof.prove(broken, run_with(pool))
-    assert any("the solution (seed 1) does not pass" in p for p in problems), problems
-    assert "exercise: the starter already passes every check" in problems
+    problems = await prove(broken, pool)
+    assert any("the solution fails check 'w-leaf' with seed 1" in p for p in problems), problems
+    assert "exercise: the starter passes every check; it must fail one" in problems
+
+
+@pytest.mark.parametrize(
+    ("inputs", "reported"), [("torch.randint(1, 3, (1,)).float()", True), ("torch.rand(3)", False)]
+)
+@shared_pool
+async def test_inputs_that_take_few_values_are_reported_as_a_hard_coded_answer_passes_some_runs(pool, inputs, reported):
+    # Lesson 1 on one whole number, 1 or 2: the answer of one run, hard-coded, passes about half the runs.
+    problems = await prove(with_inputs(COURSE.lesson("requires-grad").exercise, "w", inputs), pool)
+    few = [p for p in problems if "take too few values" in p]
+    if reported:
+        assert len(few) == 1 and "a hard-coded answer passes about 1 run in " in few[0], problems
+        assert "widen the random inputs" in few[0]
+    else:
+        assert problems == []
+
+
+def with_inputs(exercise, name: str, inputs: str):
+    """Return ``exercise`` with the line that makes its input ``name`` making it from ``inputs`` instead."""
+    line = re.compile(rf"^{name} = .*$", re.MULTILINE)
+    assert line.search(exercise.solution) and line.search(exercise.starter), exercise.solution
+    return replace(
+        exercise,
+        solution=line.sub(f"{name} = {inputs}", exercise.solution, count=1),
+        starter=line.sub(f"{name} = {inputs}", exercise.starter, count=1),
+    )
 
 
 # --------------------------------------------------------------------------

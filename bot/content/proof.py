@@ -3,11 +3,16 @@
 What is proven, each failure as ``file:line: message``:
 
 - each exercise's solution passes all of its checks, under every seed in SEEDS;
-- its starter runs to its end and fails at least one check;
+- its starter runs to its end and fails at least one check, and no check errors on it (it cannot read it);
 - each translated starter behaves exactly as the English one (same status, output and verdicts), run on the same seed;
-- a check compared with the reference solution (no ``expect``) gives a different value under different seeds,
-  or a learner could hard-code it;
+- no hard-coded answer passes a check compared with the reference solution (no ``expect``): for each of SEED_PAIRS
+  the solution is graded against the reference run on the pair's other seed. A check that passes in every pair
+  gives the same value whatever the inputs; a pair where every compared check passes shows inputs that take so
+  few values that the answer of one run, hard-coded, passes others;
 - each code sample runs (after its hidden ``setup``) and each ``# -> VALUE`` comment holds.
+
+The seeds are fixed, so a proof gives the same answer every time. ``prove`` proves the whole course (``lint --run``),
+``prove_exercise`` one exercise by the same rules.
 
 Runs are cached by content hash (ResultCache): a job's key covers its code, checks and seed and the runner's own
 code and torch version, so a second proof of unchanged lessons starts no runner at all. Only results the code
@@ -34,10 +39,13 @@ from bot.content.model import Content, Exercise, Lesson, Slide
 from bot.content.yamlfile import code_line, key_line
 from bot.errors import CoursebotError, Problem
 from bot.feedback import runner_checks, shown_value
-from runner.client import Check, ExerciseChecks, RunResult
+from runner.client import ExerciseChecks, RunResult
 
-# Two seeds at least: a check whose value is the same under both does not depend on the randomised inputs.
-SEEDS = (1, 2)
+# The seeds a solution must pass on (the first also runs the starters and the samples).
+SEEDS = (1, 2, 3)
+# Each pair: the seed the solution runs on, and the seed its reference runs on. Sixteen pairs catch inputs with
+# two values for sure, and inputs with 25 values (randint(1, 6) weighted) about half the time.
+SEED_PAIRS = tuple((seed, seed + 1) for seed in range(11, 171, 10))
 # Jobs sent to the runner at once, at most (it may allow fewer: its pool plus its queue).
 MAX_IN_FLIGHT = 16
 # Results the code alone decides, kept in the cache. A limit hit (timeout, killed, ...) can come from a busy
@@ -50,12 +58,16 @@ class ProofError(CoursebotError):
     """The proof could not be carried out (the runner is off, or the cache folder unusable)."""
 
 
-class Runner(Protocol):
-    """What a proof needs of the runner: run code on a seed, graded or not, and say its size (in ``info``)."""
-
-    info: dict[str, Any]
+class RunsCode(Protocol):
+    """What proving one exercise needs of the runner (or of a pool): run code on a seed, graded or not."""
 
     async def run(self, code: str, *, checks: ExerciseChecks | None = None, seed: int | None = None) -> RunResult: ...
+
+
+class Runner(RunsCode, Protocol):
+    """What a proof of the course needs of the runner: also its size (in ``info``), to send it enough at once."""
+
+    info: dict[str, Any]
 
 
 OpenRunner = Callable[[], AbstractAsyncContextManager[Runner]]
@@ -309,25 +321,26 @@ def _plan_sample(proof: Plan, lesson: Lesson, slide: Slide) -> None:
     proof.conclusions.append(conclude)
 
 
-def _reference_compared(checks: ExerciseChecks) -> list[Check]:
-    """Return the checks whose expected value comes from the reference solution run on the same seed."""
-    return [check for check in checks.checks if check.expect is None and check.kind != "true"]
-
-
 def _plan_exercise(proof: Plan, exercise: Exercise, translations: list[Exercise]) -> None:
     checks = runner_checks(exercise)
-    compared = _reference_compared(checks)
-    probes = ExerciseChecks(tuple(Check(id=c.id, expr=c.expr, kind="true") for c in compared)) if compared else None
+    compared = tuple(check for check in checks.checks if check.from_reference)
     own = [t for t in translations if not t.fallback and t.starter != exercise.starter]
     proof.exercises += 1
     proof.translated_starters += len(own)
+    # The solution graded against the reference run on another seed: only the compared checks, which alone
+    # take their expected value from the reference.
+    pairs = {
+        (seed, other): proof.job(
+            exercise.solution, ExerciseChecks(compared, reference=exercise.solution, reference_seed=other), seed
+        )
+        for seed, other in SEED_PAIRS
+    }
     proof.conclusions.append(
         _ExerciseProof(
             exercise,
             solutions={seed: proof.job(exercise.solution, checks, seed) for seed in SEEDS},
             starter=proof.job(exercise.starter, checks, SEEDS[0]),
-            compared=compared,
-            probes={seed: proof.job(exercise.solution, probes, seed) for seed in SEEDS} if probes else {},
+            pairs=pairs if compared else {},
             translated=[(t, proof.job(t.starter, checks, SEEDS[0])) for t in own],
         ).conclude
     )
@@ -340,8 +353,7 @@ class _ExerciseProof:
     exercise: Exercise
     solutions: dict[int, str]  # seed -> the solution graded
     starter: str  # the starter graded, on the first seed
-    compared: list[Check]  # checks compared with the reference solution
-    probes: dict[int, str]  # seed -> the solution with the compared checks' values probed
+    pairs: dict[tuple[int, int], str]  # (seed, reference seed) -> the solution's compared checks, graded
     translated: list[tuple[Exercise, str]]  # each translation with a starter of its own, graded on the first seed
 
     def conclude(self, results: Results) -> list[Problem]:
@@ -373,33 +385,53 @@ class _ExerciseProof:
 
     def _starter(self, results: Results) -> list[Problem]:
         result = results[self.starter]
+        at = self._at("starter")
         if result.status != "ok":
             why = f"{result.status}: {_last_line(result.stderr)}"
-            return [
-                Problem(
-                    *self._at("starter"), f"exercise: the starter must run to its end, learners start from it ({why})"
-                )
-            ]
+            return [Problem(*at, f"exercise: the starter must run to its end, learners start from it ({why})")]
+        # A check that errors on the starter would greet every learner with an error, not with its hint.
+        found = [
+            Problem(*at, f"exercise: check '{o.id}' cannot read the starter's variables ({o.params.get('error')})")
+            for o in result.checks
+            if o.message_key == "checks.error"
+        ]
         if result.passed:
-            return [Problem(*self._at("starter"), "exercise: the starter passes every check; it must fail one")]
-        return []
+            found.append(Problem(*at, "exercise: the starter passes every check; it must fail one"))
+        return found
 
     def _seed_dependence(self, results: Results) -> list[Problem]:
-        if not self.probes:
+        """Hard-coded answers: a check the seed never changes, or inputs so narrow that two seeds coincide.
+
+        In each pair the solution is graded against the reference run on another seed, so a check that passes
+        there would pass a learner who hard-coded the other seed's value.
+        """
+        if not self.pairs:
             return []
         path = self.exercise.source.path
-        values = {seed: _probed(results[job]) for seed, job in self.probes.items()}
+        passing = {pair: {o.id for o in results[job].checks if o.passed} for pair, job in self.pairs.items()}
+        compared = {o.id for job in self.pairs.values() for o in results[job].checks}
+        always = set.intersection(*passing.values())
         found = []
-        for check in self.compared:
-            seen = {values[seed].get(check.id) for seed in values}
-            if len(seen) == 1:
-                line = key_line(path, ("exercise", "checks", f"#{check.id}"), "id") or self.exercise.source.line
-                seeds = ", ".join(map(str, values))
-                message = (
-                    f"check '{check.id}': compared with the reference solution, yet its value is {seen.pop()} with "
-                    f"every seed ({seeds}): a learner can hard-code it; make the inputs random or give it an 'expect'"
-                )
-                found.append(Problem(path, line, message))
+        for check_id in sorted(always):
+            line = key_line(path, ("exercise", "checks", f"#{check_id}"), "id") or self.exercise.source.line
+            message = (
+                f"check '{check_id}': compared with the reference solution, yet its value is the same with every "
+                f"seed tried ({len(self.pairs)} pairs): a learner can hard-code it; make the inputs random or give "
+                "it an 'expect'"
+            )
+            found.append(Problem(path, line, message))
+        coinciding = [pair for pair, ids in passing.items() if compared and ids == compared]
+        # Every pair coinciding means every check is seed-independent, reported above one by one.
+        if coinciding and len(coinciding) < len(self.pairs):
+            seed, other = coinciding[0]
+            line = key_line(path, ("exercise",), "checks") or self.exercise.source.line
+            message = (
+                f"exercise: the random inputs take too few values: seeds {seed} and {other} give the same value "
+                f"for every compared check, so a hard-coded answer passes about 1 run in "
+                f"{round(len(self.pairs) / len(coinciding))}; widen the random inputs (a larger torch.randint "
+                "range, or torch.rand)"
+            )
+            found.append(Problem(path, line, message))
         return found
 
     def _translations(self, results: Results) -> list[Problem]:
@@ -412,11 +444,6 @@ class _ExerciseProof:
                 message = f"exercise: 'starter' behaves differently from the English one: {difference}"
                 found.append(Problem(path, line, message))
         return found
-
-
-def _probed(result: RunResult) -> dict[str, str]:
-    """Return each probed expression's value as the runner renders it, from a run whose checks are all 'true'."""
-    return {o.id: "True" if o.passed else shown_value(str(o.params.get("got", o.message_key))) for o in result.checks}
 
 
 def _behaves_differently(mine: RunResult, english: RunResult) -> str | None:
@@ -464,6 +491,18 @@ async def prove(content: Content, open_runner: OpenRunner, cache: ResultCache) -
             await run_jobs(runner, missing, cache, results)
     problems = [problem for conclude in proof.conclusions for problem in conclude(results)]
     return Report(problems, proof, cached=cached_count)
+
+
+async def prove_exercise(exercise: Exercise, runner: RunsCode) -> list[Problem]:
+    """Prove one exercise by the rules ``prove`` applies to each (no cache; translations aside)."""
+    proof = Plan(fingerprint="")
+    _plan_exercise(proof, exercise, [])
+    keys = list(proof.jobs)
+    done = await asyncio.gather(
+        *(runner.run(job.code, checks=job.checks, seed=job.seed) for job in proof.jobs.values())
+    )
+    results = dict(zip(keys, done, strict=True))
+    return [problem for conclude in proof.conclusions for problem in conclude(results)]
 
 
 async def run_jobs(runner: Runner, jobs: dict[str, Job], cache: ResultCache, results: dict[str, RunResult]) -> None:
