@@ -166,7 +166,7 @@ async def test_a_check_the_seed_does_not_change_is_refused_by_the_proof(pool):
     # Lesson 3 with fixed inputs: one hard-coded answer would pass every run.
     exercise = COURSE.lesson("grad").exercise
     problems = await prove(with_inputs(exercise, "x", "torch.tensor([1.0, 2.0, 3.0])"), pool)
-    assert any("check 'losses'" in p and "hard-coded" in p for p in problems), problems
+    assert any("check 'losses'" in p and "hard-code it" in p for p in problems), problems
     assert any("check 'w-trained'" in p for p in problems), problems
 
 
