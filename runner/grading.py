@@ -17,8 +17,8 @@ choosing one deliberate work rather than an accident or a three-line trick.
    in a separate, clean job with the same seed.  The expected values never enter the learner's process.
    A hard-coded or forged value is right only for a run whose inputs the learner could not know before
    it started: to choose the right value, the learner has to compute it, which is solving the exercise.
-   ``bot.content.exercise_proof`` (run by tests/test_exercises.py, and meant for ``coursebot lint --run``)
-   proves in the real runner that each reference-compared check depends on the seed.
+   ``bot.content.proof`` (``coursebot lint --run``, and tests/test_exercises.py) proves in the real runner
+   that no hard-coded answer passes the reference-compared checks, for fixed pairs of seeds.
 2. **The status comes from the process's real end.**  A graded job's status is the wait status the
    zygote reaps, never a "done" message the learner could write; an exception or a non-zero exit fails
    every check, and the report is written only after the code ran to its end.

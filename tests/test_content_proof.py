@@ -7,6 +7,7 @@ put in, and checks that exactly that fault is reported at its file and line.
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -171,6 +172,25 @@ async def test_a_translated_starter_that_behaves_unlike_the_english_is_reported(
         f"it prints '{printed + 1}\\n', the English '{printed}\\n'"
     ]
     assert report.plan.translated_starters == 1
+
+
+@module_loop
+async def test_inputs_that_take_few_values_are_reported_at_the_checks(lessons, runner, shared_cache):
+    path = lessons / "en" / "01-requires-grad.yaml"
+    # Starter and solution (a slide indents its code more) make `w` one whole number, 1 or 2.
+    text, made = re.subn(
+        r"^    w = torch\..*$",
+        "    w = torch.randint(1, 3, (1,)).float()",
+        path.read_text(encoding="utf-8"),
+        flags=re.M,
+    )
+    assert made == 2
+    path.write_text(text, encoding="utf-8")
+    report = await prove(lessons, runner, shared_cache)
+    [problem] = report.problems
+    assert (problem.path, problem.line) == (str(path), line_of(path, "  checks:", after="exercise:"))
+    assert problem.message.startswith("exercise: the random inputs take too few values: seeds ")
+    assert "a hard-coded answer passes about 1 run in " in problem.message, problem.message
 
 
 @module_loop
