@@ -416,9 +416,7 @@ def test_a_translated_fail_message_must_keep_got_as_the_english_does(lessons):
     ru.write_text(text.replace("`w` в итоге равен {got}:", "`w` в итоге неверен:"), encoding="utf-8")
     found = [p for p in problems(lessons) if "sources:" not in p]
     line = line_of(ru, "`w` в итоге неверен")
-    assert found == [
-        f"{ru}:{line}: check 'w-after': 'fail' must use {{got}}, as the English does"
-    ]
+    assert found == [f"{ru}:{line}: check 'w-after': 'fail' must use {{got}}, as the English does"]
 
 
 def test_a_missing_translated_check_message_is_reported(lessons):
