@@ -144,11 +144,11 @@ async def test_the_embedded_runner_is_started_with_the_runners_settings(config):
 I18N = I18n(LOCALES)
 CONTENT = load_valid(LESSONS, LOCALES)
 _X = (
-    "import torch\nx = torch.randint(1, 6, (3,)).float()\nx.requires_grad_()\ny = x ** 2\n"
-    "v = torch.tensor([1.0, 0.0, 0.5])\n"
+    "import torch\nx = torch.randint(1, 100, (3,)).float()\nx.requires_grad_()\ny = x ** 2\n"
+    "v = torch.tensor([1.0, 2.0, 0.5])\n"
 )
 _W = (
-    "import torch\nw = torch.randint(1, 6, (3,)).float()\nw.requires_grad_()\n"
+    "import torch\nw = torch.randint(1, 100, (3,)).float()\nw.requires_grad_()\n"
     "loss = ((w - 3) ** 2).sum()\nloss.backward()\n"
 )
 # (mistake id, lesson, a wrong submission that makes it, the expression the message names)

@@ -767,7 +767,7 @@ exercise:
     Исправь цикл: `opt.zero_grad()`, прямой проход, loss, `loss.backward()`, `opt.step()`.
   starter: |
     import torch
-    x = torch.randint(1, 6, (3,)).float()
+    x = torch.rand(3) * 3 + 2
     w = torch.nn.Parameter(torch.zeros(1))
     opt = torch.optim.SGD([w], lr=0.02)
     losses = []  # значения loss по шагам
