@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.content.load import load_valid
-from bot.content.model import Course, Lesson
+from bot.content.model import Course, Drill, Lesson, ParsonsDrill
 from tests.botprocess import BotProcess, RunnerProcess, bot_env
 from tests.conftest import LESSONS, LOCALES
 from tests.journey import POSITION, button_texts, correct_option
@@ -92,6 +92,7 @@ class ChaosFigures:
     orphan_answers: int = 0  # answers to polls the bot sent but never recorded (see ORPHAN_POLLS): lost
     wrong_answers: int = 0
     retakes: int = 0
+    drills_solved: int = 0
     code_runs: int = 0
     repeated_taps: int = 0  # a learner tapped again because nothing happened
     recoveries: int = 0  # ... and went back through /lessons
@@ -125,8 +126,8 @@ class ChaosResult:
 
 ORPHAN_POLLS = (
     "a kill between a sendPoll Telegram carried out and the bot recording the poll (quiz_polls) leaves a poll the "
-    "learner can answer but the bot cannot place: the answer is dropped as 'poll answer for unknown poll'. The "
-    "Quick Check must record what it is about to ask before it sends the poll (the state helper's part of issue 9)"
+    "learner can answer but the bot never recorded; the Quick Check notes each poll before sending it (quiz_sends) "
+    "so such an answer is matched to it (Database.adopt_poll) instead of being dropped as one to an unknown poll"
 )
 
 
@@ -143,6 +144,15 @@ def _text(message: dict | None) -> str:
 
 def _has_button(message: dict | None, prefix: str) -> bool:
     return message is not None and any(label.startswith(prefix) for label in button_texts(message))
+
+
+def _buttons(message: dict | None) -> list[dict]:
+    rows = ((message or {}).get("reply_markup") or {}).get("inline_keyboard") or []
+    return [button for row in rows for button in row]
+
+
+def _has_data(message: dict | None, start: str) -> bool:
+    return any(button.get("callback_data", "").startswith(start) for button in _buttons(message))
 
 
 def _slide(message: dict | None) -> tuple[int, int, int] | None:
@@ -184,6 +194,7 @@ class CourseTaker:
         }
         self.wrong_given = 0
         self.retakes = 0
+        self.drills_solved = 0
         self.code_runs = 0
         self.repeated_taps = 0
         self.recoveries = 0
@@ -198,6 +209,7 @@ class CourseTaker:
         for lesson in COURSE.lessons:
             reader = await self._read(lesson, reader)
             result = await self._quick_check(lesson, reader)
+            await self._drills(lesson, result)
             verdict = await self._practise(lesson, result)
             following = COURSE.next_lesson(lesson)
             if following is not None:
@@ -272,6 +284,62 @@ class CourseTaker:
                 continue
             since = self.sim.cursor()
             await self._answer(seen)
+
+    async def _drills(self, lesson: Lesson, result: dict) -> None:
+        """Solve the lesson's drills by tapping, in the author's order; a lost tap or a redraw starts a drill over."""
+        screen = await self._open_drills(lesson, result)
+        for drill in lesson.drills:
+            screen = await self._solve_drill(lesson, drill, screen, result)
+        self.drills_solved += len(lesson.drills)
+
+    async def _open_drills(self, lesson: Lesson, result: dict) -> dict:
+        """Tap the Quick Check result's drills button; return the drill screen it sends."""
+        for _ in range(6):
+            since = self.sim.cursor()
+            if await self._tap(result, "🧩 Code drills"):
+                shown = await self._wait_new(lambda m: _has_data(m, f"dm:{lesson.id}:"), since)
+                if shown is not None:
+                    return shown
+            self.repeated_taps += 1
+        raise self._stranded(f"the drills of lesson {lesson.number} never opened")
+
+    async def _solve_drill(self, lesson: Lesson, drill: Drill, screen: dict, result: dict) -> dict:
+        """Solve ``drill``, on ``screen`` or reached from it; return the screen showing it solved."""
+        mine = f"dm:{lesson.id}:{drill.id}:"
+        for attempt in range(8):
+            if attempt:
+                self._detour(f"starts drill {drill.id} over")
+            shown = self._current(screen)
+            if shown is None or not _has_data(shown, mine):
+                # Another drill is on screen (or none): go to this one by its chip, or open the drills anew.
+                goes = f"dv:{lesson.id}:{drill.id}"
+                moved = await self._tap_data_for_edit(shown, goes) if _has_data(shown, goes) else None
+                screen = moved or await self._open_drills(lesson, result)
+                continue
+            if _has_data(shown, mine + "a"):
+                return shown  # solved: its ↻ Again button is there
+            if isinstance(drill, ParsonsDrill):
+                screen = await self._arrange(shown, mine, drill) or shown
+            else:
+                screen = await self._tap_data_for_edit(shown, f"{mine}c:{drill.correct}:") or shown
+        raise self._stranded(f"could not solve drill {drill.id} of lesson {lesson.number}")
+
+    async def _arrange(self, shown: dict, mine: str, drill: ParsonsDrill) -> dict | None:
+        """Place the author's lines from the start and check; return the screen once the verdict is on it."""
+        if _has_data(shown, mine + "r"):
+            shown = await self._tap_data_for_edit(shown, mine + "r")  # start over: what was placed is unknown
+        for piece in range(len(drill.lines)):
+            if shown is None:
+                return None
+            shown = await self._tap_data_for_edit(shown, f"{mine}p:{piece}:")
+        if shown is None:
+            return None
+        shown = await self._tap_data_for_edit(shown, mine + "k")
+        # An order is tried in the runner: "being tried" comes first, the verdict in a later edit.
+        deadline = time.monotonic() + self.plan.run_patience
+        while shown is not None and not _has_data(shown, mine + "a") and time.monotonic() < deadline:
+            shown = await self._wait_edit(shown["message_id"])
+        return shown
 
     async def _practise(self, lesson: Lesson, result: dict) -> dict:
         """Open the exercise, send the starter (it fails), then the solution; return the passing verdict."""
@@ -393,6 +461,24 @@ class CourseTaker:
             self.journal.append(f"could not tap: {exc}")
             return False
         return True
+
+    async def _tap_data_for_edit(self, message: dict | None, start: str) -> dict | None:
+        """Tap the button whose data starts with ``start`` (by its text, as a person does); return the edit."""
+        shown = self._current(message)
+        found = [b for b in _buttons(shown) if b.get("callback_data", "").startswith(start)]
+        if shown is None or not found:
+            self.journal.append(f"finds no button {start!r} to tap")
+            return None
+        edited = asyncio.ensure_future(self._wait_edit(shown["message_id"]))
+        await self._think()
+        self.journal.append(f"taps {found[0]['text']!r} ({start})")
+        try:
+            self.sim.tap_nowait(shown, found[0]["text"])
+        except SimulationError as exc:
+            edited.cancel()
+            self.journal.append(f"could not tap: {exc}")
+            return None
+        return await edited
 
     async def _tap_for_edit(self, message: dict, label: str) -> dict | None:
         """Tap ``label`` and return the message once the bot edited it; tap once more if nothing happens."""
@@ -677,6 +763,7 @@ def _figures(
         quiz_answers=sum(len(t.given) for t in takers),
         wrong_answers=sum(t.wrong_given for t in takers),
         retakes=sum(t.retakes for t in takers),
+        drills_solved=sum(t.drills_solved for t in takers),
         code_runs=sum(t.code_runs for t in takers),
         repeated_taps=sum(t.repeated_taps for t in takers),
         recoveries=sum(t.recoveries for t in takers),

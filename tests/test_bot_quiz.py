@@ -106,6 +106,36 @@ async def test_options_are_shuffled_per_learner_and_answers_are_kept_by_option_i
     assert standin.errors() == []
 
 
+async def test_an_answer_to_a_poll_the_bot_never_recorded_still_counts_and_the_round_goes_on(
+    bot, standin, seeds, monkeypatch
+):
+    # The bot dies right after sendPoll (kill -9 in tests/test_chaos.py found it): Telegram shows the poll, the
+    # bot never wrote it down, and the learner's answer used to be dropped as one to an unknown poll.
+    seeds += [5]
+    ada = standin.learner(user_id=8210)
+    last = await _last_slide(ada)
+    record = bot.db.poll_sent
+    lost: list[str] = []
+
+    async def lose_the_first(poll, message_id, sending=None):
+        if not lost:
+            lost.append(poll.poll_id)
+            return
+        await record(poll, message_id, sending)
+
+    monkeypatch.setattr(bot.db, "poll_sent", lose_the_first)
+    first = await tap_and_wait_message(ada, last, "Quick Check", is_poll)
+    await standin.settle()
+    assert lost == [first["poll"]["id"]] and await bot.db.sent_poll(lost[0]) is None
+    since = ada.cursor()
+    await ada.answer_poll(first, first["poll"]["correct_option_ids"][0])
+    second = await ada.wait_message(is_poll, since=since)
+    assert shown_ids(second, FIRST.quiz[1])  # the round went on to the second question
+    answer = (await bot.db.latest_answers(8210))[(FIRST.id, FIRST.quiz[0].id)]
+    assert (answer.option_id, answer.correct) == (FIRST.quiz[0].correct_id, True)
+    assert standin.errors() == []
+
+
 async def test_a_poll_sent_again_shows_the_same_order_and_a_retake_a_new_one(bot, standin, seeds):
     seeds += [5, 6]
     ada = standin.learner(user_id=8203)

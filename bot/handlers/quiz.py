@@ -50,6 +50,8 @@ async def _ask(context: CourseContext, lesson: Lesson, question_id: str, seed: i
     if question.fallback:
         await send(context, learner.chat_id, render.Screen(render.fallback_notice()))
     spec = render.poll(question, option_order(question, seed))
+    db = context.services.db
+    sending = await db.poll_sending(learner.user_id, lesson.id, question_id, spec.option_ids)
     for attempt in range(1, SEND_TRIES + 1):
         try:
             message = await context.bot.send_poll(
@@ -67,11 +69,12 @@ async def _ask(context: CourseContext, lesson: Lesson, question_id: str, seed: i
             continue
         except TelegramError as exc:
             log.warning("Telegram refused question %r for user %s: %s", question_id, learner.user_id, exc)
+            await db.poll_refused(sending)
             return False
         if message.poll is None:
             raise ValueError(f"Telegram sent back no poll for question {question_id!r}")
         sent = SentPoll(message.poll.id, learner.user_id, lesson.id, question_id, spec.option_ids)
-        await context.services.db.poll_sent(sent, message.message_id)
+        await db.poll_sent(sent, message.message_id, sending)
         return True
     return False
 
@@ -203,7 +206,7 @@ async def poll_answer(update: Update, context: CourseContext) -> None:
     if answer is None or not answer.option_ids:
         return  # a retracted vote; quizzes cannot be re-voted, so there is nothing to record
     db = context.services.db
-    sent = await db.sent_poll(answer.poll_id)
+    sent = await db.sent_poll(answer.poll_id) or await db.adopt_poll(answer.poll_id, context.learner.user_id)
     if sent is None or sent.user_id != context.learner.user_id:
         log.info("poll answer for unknown poll %s from user %s", answer.poll_id, context.learner.user_id)
         return

@@ -594,8 +594,21 @@ class Database:
             )
             return remaining
 
-    async def poll_sent(self, poll: SentPoll, message_id: int) -> None:
-        """Record a sent quiz poll as the one the learner's round awaits."""
+    async def poll_sending(self, user_id: int, lesson_id: str, question_id: str, options: tuple[str, ...]) -> int:
+        """Note a quiz poll about to be sent, before it is; return the note's id, for ``poll_sent``.
+
+        Should the bot die after Telegram showed the poll but before it was recorded, the note lets the answer
+        still count (``adopt_poll``).
+        """
+        async with self._write() as conn:
+            cursor = await conn.execute(
+                "INSERT INTO quiz_sends (user_id, lesson_id, question_id, options, started_at) VALUES (?, ?, ?, ?, ?)",
+                (user_id, lesson_id, question_id, " ".join(options), self._now()),
+            )
+            return int(cursor.lastrowid or 0)
+
+    async def poll_sent(self, poll: SentPoll, message_id: int, sending: int | None = None) -> None:
+        """Record a sent quiz poll as the one the learner's round awaits; its note ``sending`` is done with."""
         now = self._now()
         async with self._write() as conn:
             await conn.execute(
@@ -607,6 +620,49 @@ class Database:
                 "UPDATE learners SET quiz_poll_id = ?, updated_at = ? WHERE user_id = ?",
                 (poll.poll_id, now, poll.user_id),
             )
+            await conn.execute("DELETE FROM quiz_sends WHERE id = ? AND user_id = ?", (sending, poll.user_id))
+
+    async def poll_refused(self, sending: int) -> None:
+        """Forget the note of a poll Telegram refused: it was never shown."""
+        await self._write_one("DELETE FROM quiz_sends WHERE id = ?", (sending,))
+
+    async def adopt_poll(self, poll_id: str, user_id: int) -> SentPoll | None:
+        """Match an answer to a poll the bot never recorded to the learner's latest poll sent but not recorded.
+
+        Telegram reports answers only to the bot's own polls, so an unknown one went out while its recording did
+        not happen (the bot died in between, or the reply was lost). It becomes the awaited poll when none is
+        awaited or the awaited one asks the same question, so answering it moves the round on. None: no note.
+        """
+        now = self._now()
+        async with self._write() as conn:
+            cursor = await conn.execute(
+                "SELECT lesson_id, question_id, options, started_at FROM quiz_sends WHERE user_id = ?"
+                " ORDER BY id DESC LIMIT 1",
+                (user_id,),
+            )
+            note = await cursor.fetchone()
+            if note is None:
+                return None
+            await conn.execute(
+                "INSERT OR IGNORE INTO quiz_polls (poll_id, user_id, lesson_id, question_id, options, message_id,"
+                " sent_at) VALUES (?, ?, ?, ?, ?, NULL, ?)",
+                (poll_id, user_id, note["lesson_id"], note["question_id"], note["options"], note["started_at"]),
+            )
+            await conn.execute(
+                "UPDATE learners SET quiz_poll_id = :poll, updated_at = :now WHERE user_id = :user"
+                " AND quiz_lesson_id = :lesson AND instr(' ' || quiz_queue || ' ', ' ' || :question || ' ') > 0"
+                " AND (quiz_poll_id IS NULL OR quiz_poll_id IN ("
+                "  SELECT p.poll_id FROM quiz_polls AS p WHERE p.lesson_id = :lesson AND p.question_id = :question"
+                "  AND p.poll_id NOT IN (SELECT a.poll_id FROM quiz_answers AS a WHERE a.user_id = :user)))",
+                {
+                    "poll": poll_id,
+                    "now": now,
+                    "user": user_id,
+                    "lesson": note["lesson_id"],
+                    "question": note["question_id"],
+                },
+            )
+        return SentPoll(poll_id, user_id, note["lesson_id"], note["question_id"], tuple(note["options"].split()))
 
     async def sent_poll(self, poll_id: str) -> SentPoll | None:
         """Return the poll the bot sent with this id, or None."""
@@ -831,7 +887,14 @@ class Database:
     async def reset(self, user_id: int) -> None:
         """Forget the learner's progress and answers; keep who they are and their language."""
         async with self._write() as conn:
-            for table in ("quiz_answers", "quiz_polls", "lesson_progress", "exercise_attempts", "drill_progress"):
+            for table in (
+                "quiz_answers",
+                "quiz_polls",
+                "quiz_sends",
+                "lesson_progress",
+                "exercise_attempts",
+                "drill_progress",
+            ):
                 # Table names come from the tuple above, never from input.
                 await conn.execute(f"DELETE FROM {table} WHERE user_id = ?", (user_id,))
             await conn.execute(

@@ -216,4 +216,18 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX IF NOT EXISTS events_slide_seconds
         ON events (lesson_id, item_id, seconds, at, language) WHERE kind = 'slide' AND seconds IS NOT NULL;
     """,
+    # 8: quiz polls on their way out. A row is written before a poll is sent and deleted once the sent poll is
+    # recorded, so a row left behind is a poll Telegram may have shown although the bot died (or lost the
+    # reply) before recording it; an answer to an unknown poll is matched to it (Database.adopt_poll).
+    """
+    CREATE TABLE quiz_sends (
+        id           INTEGER PRIMARY KEY,
+        user_id      INTEGER NOT NULL REFERENCES learners(user_id) ON DELETE CASCADE,
+        lesson_id    TEXT NOT NULL,
+        question_id  TEXT NOT NULL,
+        options      TEXT NOT NULL,  -- the option ids in the order the poll shows them
+        started_at   TEXT NOT NULL
+    );
+    CREATE INDEX quiz_sends_by_user ON quiz_sends (user_id, id);
+    """,
 )
