@@ -16,7 +16,7 @@ from bot.content.load import load_valid
 from bot.learner import EventKind
 from bot.storage.db import Database
 from tests.conftest import LESSONS, LOCALES
-from tests.journey import send_and_wait, tap_and_wait_edit, tap_and_wait_message
+from tests.journey import send_and_wait, solve_drills, tap_and_wait_edit, tap_and_wait_message
 from tests.test_storage import rows
 
 START = dt.datetime(2026, 3, 1, 9, 0, tzinfo=dt.UTC)
@@ -186,6 +186,7 @@ async def test_a_learner_taking_a_lesson_leaves_its_events_in_their_language(bot
     since = ada.cursor()
     await ada.answer_poll(retake, retake["poll"]["correct_option_ids"][0])
     again = await ada.wait_message(lambda m: "reply_markup" in m, since=since)
+    await solve_drills(ada, again, lesson)
     intro = await tap_and_wait_message(ada, again, "💻")
     hint = await tap_and_wait_message(ada, intro, "💡")
     await tap_and_wait_message(ada, hint, "Выйти из практики")
@@ -207,6 +208,9 @@ async def test_a_learner_taking_a_lesson_leaves_its_events_in_their_language(bot
     by_text = dict(zip(question.options, question.option_ids, strict=True))
     assert answers[0][4] == by_text[wrong_text] != question.correct_id  # the option tapped, by its id
     assert kinds.count("retake") == 1 and kinds.count("done") == 1
-    assert kinds.index("done") < kinds.index("retake")  # done when the last question was first answered
+    drills = [(r[3], r[5]) for r in found if r[2] == "drill"]
+    assert drills == [(drill.id, "right") for drill in lesson.drills]
+    # Done once, when the last drill was solved: the Quick Check was answered before.
+    assert kinds.index("retake") < kinds.index("done") == len(kinds) - 1 - kinds[::-1].index("drill") + 1
     assert [r[3] for r in found if r[2] == "hint"] == ["1"]
     assert kinds[-1] == "leave"

@@ -38,7 +38,14 @@ class Started:
         self.lines.put(None)
 
     def line(self, timeout: float = START_TIMEOUT) -> str:
-        line = self.lines.get(timeout=timeout)
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            # Say what the process was doing: stop it, then show its log (read only once it has ended).
+            self.process.kill()
+            self.process.wait(timeout=30)
+            log = self.process.stderr.read()  # type: ignore[union-attr]
+            raise AssertionError(f"no line on stdout in {timeout} s; its log:\n{log[-3000:]}") from None
         assert line is not None, f"the process ended (code {self.process.wait()}): {self.process.stderr.read()}"  # type: ignore[union-attr]
         return line
 
