@@ -14,7 +14,9 @@ CATALOGS := $(wildcard locales/*/LC_MESSAGES/messages.po)
 run: setup
 	$(PY) -m bot run
 
+# The lessons are proven in the real runner first (cached by content hash in .cache/coursebot/proofs).
 test: setup check
+	$(PY) -m bot lint lessons --run
 	$(PY) -m pytest
 
 setup: $(INSTALLED) catalogs
