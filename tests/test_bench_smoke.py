@@ -45,3 +45,26 @@ def test_quick_benchmark_prints_every_figure():
         assert details["exit_code"] == 0, details
         assert details["saturation"]["taps_in_window"] > 0
         assert details["realistic"]["taps_in_window"] > 0
+
+
+def test_the_drills_benchmark_runs_every_parsons_drill_against_a_trivial_job():
+    # Each benchmark must keep running as the code under it changes: this one broke once when check
+    # expressions became a safe tree (its trivial check was an 'x == 1' comparison).
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.drills", "--repeat", "1"],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["trivial_ms"] > 0
+    assert set(result["drills"]) == {
+        "requires-grad/track-first",
+        "backward/loss-to-grads",
+        "grad/step-order",
+        "no-grad/hand-update",
+    }
+    assert all(figures["ratio"] > 0 for figures in result["drills"].values())
