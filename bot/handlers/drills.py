@@ -208,6 +208,10 @@ async def _refused(
     if refusal is Refusal.INCOMPLETE:
         return _("Place every line first, then check.")
     await show_in_tapped(update, context, await _screen(context, lesson, drill, progress))
+    if progress.solved:
+        # A tap replayed after a crash finds its answer stored already: the crash may have come before the lesson
+        # was marked done, so finish it here (nothing happens when it is done or not finished).
+        await finish_if_done(context, lesson)
     if refusal is Refusal.SOLVED:
         return _("You solved this drill already. Tap ↻ Again to practise it once more.")
     return _("That button is out of date. Here is the drill as it stands.")

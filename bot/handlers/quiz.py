@@ -227,11 +227,27 @@ async def poll_answer(update: Update, context: CourseContext) -> None:
     right = shown[chosen] == question.correct_id
     recorded = await db.record_answer(sent, chosen, shown[chosen], right)
     if recorded is None:
-        return  # recorded before
+        # Recorded before: Telegram lets nobody answer a quiz twice and the inbox drops redeliveries, so this is
+        # the update replayed after the bot died while handling it. Do what the crash may have cut short.
+        await _carry_on(context, lesson)
+        return
     verdict = "right" if right else "wrong"
     await record(context, EventKind.ANSWER, lesson.id, item_id=question.id, option_id=shown[chosen], verdict=verdict)
     if recorded.remaining is not None:  # None: an answer to an earlier poll, which moves nothing
         await _go_on(context, lesson, recorded.remaining)
+
+
+async def _carry_on(context: CourseContext, lesson: Lesson) -> None:
+    """After a replayed answer: ask the next question if none is awaited, or close a round the answer ended."""
+    learner = context.learner
+    if learner.quiz_poll_id is not None:
+        return  # the next poll went out and was recorded before the crash
+    if quiz_round(learner, lesson.id) is QuizRound.TO_ASK:
+        await _go_on(context, lesson, learner.quiz_queue)
+    elif quiz_round(learner) is QuizRound.NONE:
+        # The round is over, so this answer ended it: finish the lesson and show the result (again, if the
+        # crash came after it was sent: better twice than never).
+        await _finish(context, lesson)
 
 
 async def _go_on(context: CourseContext, lesson: Lesson, remaining: tuple[str, ...]) -> None:
