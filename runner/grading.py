@@ -89,7 +89,7 @@ NONCE_HEX = 32  # characters of a nonce (new_nonce)
 # Why a report could not be used (the ``reason`` of checks.no_report): the bot words each one.
 NO_REPORT_REASONS = ("missing", "malformed", "too_large", "threads", "hooks", "nonce")
 # What extraction itself may say instead of values (write_report).
-_REFUSALS = ("threads", "hooks", "nonce", "too_large", "malformed")
+_REFUSALS = tuple(r for r in NO_REPORT_REASONS if r != "missing")
 
 
 # --- check expressions: parsed here, evaluated inside -----------------------
