@@ -31,6 +31,15 @@ def drill_gone() -> str:
     return _("This drill is no longer in the lesson. Send /lessons to see the course.")
 
 
+def _named(context: CourseContext, lesson_id: str, drill_id: str) -> tuple[Lesson, Drill] | str:
+    """Return the lesson and drill a button names, or the toast saying which of them the course no longer has."""
+    lesson = context.course.lesson(lesson_id)
+    if lesson is None:
+        return lesson_gone()
+    drill = lesson.drill(drill_id)
+    return (lesson, drill) if drill is not None else drill_gone()
+
+
 async def finish_if_done(context: CourseContext, lesson: Lesson) -> bool:
     """Mark the lesson done once its slides are read, questions answered and drills solved; True if it just was."""
     db, user_id = context.services.db, context.learner.user_id
@@ -90,12 +99,10 @@ async def start_drills(update: Update, context: CourseContext, data: StartDrills
 @button(ShowDrill)
 async def show_drill(update: Update, context: CourseContext, data: ShowDrill) -> str | None:
     """Show one drill in the tapped message, as the learner left it."""
-    lesson = context.course.lesson(data.lesson)
-    if lesson is None:
-        return lesson_gone()
-    drill = lesson.drill(data.drill)
-    if drill is None:
-        return drill_gone()
+    found = _named(context, data.lesson, data.drill)
+    if isinstance(found, str):
+        return found
+    lesson, drill = found
     await show_in_tapped(
         update, context, await _screen(context, lesson, drill, await _progress(context, lesson, drill))
     )
@@ -105,12 +112,10 @@ async def show_drill(update: Update, context: CourseContext, data: ShowDrill) ->
 @button(DrillTap)
 async def drill_tap(update: Update, context: CourseContext, data: DrillTap) -> str | None:
     """Apply one tap to the learner's attempt, store it, and redraw the drill in the tapped message."""
-    lesson = context.course.lesson(data.lesson)
-    if lesson is None:
-        return lesson_gone()
-    drill = lesson.drill(data.drill)
-    if drill is None:
-        return drill_gone()
+    found = _named(context, data.lesson, data.drill)
+    if isinstance(found, str):
+        return found
+    lesson, drill = found
     try:
         move = Move(data.move)
     except ValueError:
