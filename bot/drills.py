@@ -13,7 +13,6 @@ author's order gives, i.e. an EQUIVALENT order passes (two independent lines swa
 from __future__ import annotations
 
 import hashlib
-import random
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
@@ -22,6 +21,7 @@ from bot import feedback
 from bot.content.model import ChoiceDrill, Drill, Lesson, ParsonsDrill, program
 from bot.learner import Answer
 from bot.navigation import unanswered
+from bot.shuffle import shuffled
 from runner.client import ExerciseChecks, RunResult
 
 # Buttons carry the attempt's turn modulo this, so callback data stays short; a stale tap is one turn behind.
@@ -234,16 +234,10 @@ def _seed(*key: object) -> int:
     return int.from_bytes(hashlib.sha256(":".join(map(str, key)).encode()).digest()[:8], "big") >> 1
 
 
-def _shuffled(n: int, *key: object) -> list[int]:
-    """Return 0..n-1 in an order fixed for ``key``: the same learner sees the same buttons on every screen."""
-    order = list(range(n))
-    random.Random(_seed(*key)).shuffle(order)
-    return order
-
-
 def piece_order(drill: ParsonsDrill, user_id: int, lesson_id: str) -> list[int]:
     """Return the order a learner's buttons list a Parsons drill's pieces in: never the author's order."""
-    order = _shuffled(len(drill.pieces), user_id, lesson_id, drill.id)
+    # Fixed per learner and drill: the same buttons in the same places on every screen.
+    order = shuffled(len(drill.pieces), f"{user_id}:{lesson_id}:{drill.id}")
     if order[: len(drill.lines)] == list(range(len(drill.lines))):
         order = order[1:] + order[:1]
     return order
@@ -251,7 +245,7 @@ def piece_order(drill: ParsonsDrill, user_id: int, lesson_id: str) -> list[int]:
 
 def choice_order(drill: ChoiceDrill, user_id: int, lesson_id: str) -> list[int]:
     """Return the order a learner's buttons list a drill's choices in (the right one is first in the file)."""
-    return _shuffled(len(drill.choices), user_id, lesson_id, drill.id)
+    return shuffled(len(drill.choices), f"{user_id}:{lesson_id}:{drill.id}")
 
 
 def lesson_finished(lesson: Lesson, answers: Mapping[tuple[str, str], Answer], solved: set[str]) -> bool:

@@ -21,9 +21,14 @@ def new_seed() -> int:
     return secrets.randbits(SEED_BITS)
 
 
+def shuffled(count: int, key: str) -> list[int]:
+    """Return 0..count-1 in an order fixed by ``key``: the same on every run and every machine (Python seeds a
+    string through SHA-512)."""
+    order = list(range(count))
+    random.Random(key).shuffle(order)
+    return order
+
+
 def option_order(question: Question, seed: int) -> tuple[int, ...]:
     """Return the positions of ``question``'s options (file order) in the order a round with ``seed`` shows them."""
-    order = list(range(len(question.options)))
-    # Seeded with a string: the same on every run and every machine (Python hashes it with SHA-512).
-    random.Random(f"{seed}:{question.id}").shuffle(order)
-    return tuple(order)
+    return tuple(shuffled(len(question.options), f"{seed}:{question.id}"))
