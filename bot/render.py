@@ -372,19 +372,6 @@ def practice_intro(course: Course, lesson: Lesson) -> Screen:
     return Screen(join(parts), _practice_buttons(lesson, course, 0, passed=False))
 
 
-def practice_verdict(
-    course: Course, lesson: Lesson, output: Html, feedback: Html, *, passed: bool, hints_shown: int
-) -> Screen:
-    """Render a graded run: the output, then either the pass or what each failed check found."""
-    parts: list[str] = [output]
-    if passed:
-        parts.append(bold(_("✅ All checks passed. Well done!")))
-    else:
-        parts.append(join([bold(_("Not yet:")), feedback], "\n"))
-        parts.append(italic(_("Change your code and send it again; try as often as you like.")))
-    return Screen(join(parts), _practice_buttons(lesson, course, hints_shown, passed=passed))
-
-
 def verdict_screen(
     course: Course,
     lesson: Lesson,
@@ -395,15 +382,15 @@ def verdict_screen(
     hints_shown: int,
     output_room: int = feedback.OUTPUT_MAX,
 ) -> Screen:
-    """Render a graded run: its output (at most ``output_room`` characters), then the pass or what failed."""
-    return practice_verdict(
-        course,
-        lesson,
-        feedback.output_block(result, output_room),
-        feedback_lines(lines, likely),
-        passed=result.passed,
-        hints_shown=hints_shown,
-    )
+    """Render a graded run: its output (at most ``output_room`` characters), then the pass or what each failed
+    check found, with the likely mistake behind it."""
+    parts: list[str] = [feedback.output_block(result, output_room)]
+    if result.passed:
+        parts.append(bold(_("✅ All checks passed. Well done!")))
+    else:
+        parts.append(join([bold(_("Not yet:")), feedback_lines(lines, likely)], "\n"))
+        parts.append(italic(_("Change your code and send it again; try as often as you like.")))
+    return Screen(join(parts), _practice_buttons(lesson, course, hints_shown, passed=result.passed))
 
 
 def practice_left(course: Course, lesson: Lesson | None) -> Screen:

@@ -178,7 +178,6 @@ class ChoiceDrill:
 
 
 Drill = ParsonsDrill | ChoiceDrill
-DRILL_KINDS = ("parsons", "fill", "predict")
 
 
 @dataclass(frozen=True)
