@@ -312,11 +312,11 @@ def _plan_sample(proof: Plan, lesson: Lesson, slide: Slide) -> None:
     where = f"slide '{slide.id}'"
 
     def conclude(results: Results) -> list[Problem]:
+        found = sample_problems(where, code, offset, results[job])
+        if not found:
+            return []  # finding the code's line reads the file again: only for a problem to report
         first = code_line(path, ("slides", f"#{slide.id}"), "code") or slide.source.line
-        return [
-            Problem(path, first + line - 1, message)
-            for line, message in sample_problems(where, code, offset, results[job])
-        ]
+        return [Problem(path, first + line - 1, message) for line, message in found]
 
     proof.conclusions.append(conclude)
 
@@ -385,19 +385,20 @@ class _ExerciseProof:
 
     def _starter(self, results: Results) -> list[Problem]:
         result = results[self.starter]
-        at = self._at("starter")
         if result.status != "ok":
             why = f"{result.status}: {_last_line(result.stderr)}"
-            return [Problem(*at, f"exercise: the starter must run to its end, learners start from it ({why})")]
-        # A check that errors on the starter would greet every learner with an error, not with its hint.
-        found = [
-            Problem(*at, f"exercise: check '{o.id}' cannot read the starter's variables ({o.params.get('error')})")
-            for o in result.checks
-            if o.message_key == "checks.error"
-        ]
-        if result.passed:
-            found.append(Problem(*at, "exercise: the starter passes every check; it must fail one"))
-        return found
+            messages = [f"exercise: the starter must run to its end, learners start from it ({why})"]
+        else:
+            # A check that errors on the starter would greet every learner with an error, not with its hint.
+            messages = [
+                f"exercise: check '{o.id}' cannot read the starter's variables ({o.params.get('error')})"
+                for o in result.checks
+                if o.message_key == "checks.error"
+            ]
+            if result.passed:
+                messages.append("exercise: the starter passes every check; it must fail one")
+        # Finding the starter's line reads the file again: only for a problem to report.
+        return [Problem(*self._at("starter"), message) for message in messages] if messages else []
 
     def _seed_dependence(self, results: Results) -> list[Problem]:
         """Hard-coded answers: a check the seed never changes, or inputs so narrow that two seeds coincide.
