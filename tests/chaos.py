@@ -36,7 +36,7 @@ from bot.content.load import load_valid
 from bot.content.model import Course, Drill, Lesson, ParsonsDrill
 from tests.botprocess import BotProcess, RunnerProcess, bot_env
 from tests.conftest import LESSONS, LOCALES
-from tests.journey import POSITION, button_texts, correct_option
+from tests.journey import POSITION, button_texts, buttons, correct_option
 from tests.standin import ApiCall, BotApiStandin, SimLearner, SimulationError
 
 COURSE: Course = load_valid(LESSONS, LOCALES).english
@@ -146,13 +146,8 @@ def _has_button(message: dict | None, prefix: str) -> bool:
     return message is not None and any(label.startswith(prefix) for label in button_texts(message))
 
 
-def _buttons(message: dict | None) -> list[dict]:
-    rows = ((message or {}).get("reply_markup") or {}).get("inline_keyboard") or []
-    return [button for row in rows for button in row]
-
-
 def _has_data(message: dict | None, start: str) -> bool:
-    return any(button.get("callback_data", "").startswith(start) for button in _buttons(message))
+    return any(button.get("callback_data", "").startswith(start) for button in buttons(message or {}))
 
 
 def _slide(message: dict | None) -> tuple[int, int, int] | None:
@@ -465,7 +460,7 @@ class CourseTaker:
     async def _tap_data_for_edit(self, message: dict | None, start: str) -> dict | None:
         """Tap the button whose data starts with ``start`` (by its text, as a person does); return the edit."""
         shown = self._current(message)
-        found = [b for b in _buttons(shown) if b.get("callback_data", "").startswith(start)]
+        found = [b for b in buttons(shown or {}) if b.get("callback_data", "").startswith(start)]
         if shown is None or not found:
             self.journal.append(f"finds no button {start!r} to tap")
             return None
