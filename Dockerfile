@@ -51,7 +51,15 @@ WORKDIR /tmp
 
 # --- the bot, with the runner embedded (the default target) ----------------------------------------
 FROM runtime AS app
+# First, as in the job image: the two images then share this layer (torch, 0.87 GB) on disk and in a registry.
 COPY --from=build /opt/venv /opt/venv
+# The completion card's fonts and layout library (bot/retention/completion_card.py); not in the job image.
+# The card draws only Noto Sans: dpkg leaves the 53 MB of serif CJK faces out; the .debs go after install.
+RUN echo 'path-exclude=/usr/share/fonts/opentype/noto/NotoSerifCJK-*' > /etc/dpkg/dpkg.cfg.d/coursebot-fonts \
+ && apt-get update \
+ && apt-get install -y --no-install-recommends libraqm0 fonts-noto-core fonts-noto-cjk \
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
 COPY --from=build /app/python /app/python
 COPY --from=build /app/coursebot.pth /opt/venv/lib/python3.11/site-packages/coursebot.pth
 COPY lessons /app/lessons
@@ -63,22 +71,27 @@ RUN groupadd --gid 10001 coursebot \
  && mkdir -m 0700 /data /run/coursebot && chown coursebot:coursebot /data /run/coursebot \
  && mkdir -m 0555 /run/sandbox-proc
 COPY container/entrypoint /usr/local/bin/coursebot-entrypoint
+COPY container/data-folder /usr/local/bin/coursebot-data-folder
 COPY container/healthcheck /usr/local/bin/coursebot-healthcheck
 ENV PATH=/app/python/bin:/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     COURSEBOT_DB=/data/coursebot.sqlite3 \
     COURSEBOT_LESSONS=/app/lessons \
     COURSEBOT_LOCALES=/app/locales \
-    COURSEBOT_MONITORING=0.0.0.0:9464
+    COURSEBOT_MONITORING=0.0.0.0:9464 \
+    COURSEBOT_WEB_HOST=0.0.0.0
 USER coursebot
 WORKDIR /data
-VOLUME /data
+# No VOLUME: the data lives where the operator mounts it (-v coursebot-data:/data, compose's volume), and a
+# container that needs none (compose's runner) leaves no anonymous volume behind.
 # Prepares the sandbox when started as root, drops to a non-root user with no capabilities, and
 # makes tini pid 1 (container/entrypoint). The bot closes the database and stops its runner on
 # SIGTERM, well within docker stop's 10 s.
 ENTRYPOINT ["/usr/local/bin/coursebot-entrypoint"]
 STOPSIGNAL SIGTERM
-# /healthz: the database takes a write, the runner answers, the Bot API answered lately (coursebot health).
+# Each role its own check (container/healthcheck): the bot's /healthz (the database takes a write, the runner
+# answers, the Bot API answered lately), a runner's ping, the web chat's page.
 EXPOSE 9464
 HEALTHCHECK --interval=30s --timeout=15s --start-period=180s --retries=3 \
-  CMD ["/usr/local/bin/coursebot-healthcheck", "bot"]
-CMD ["coursebot", "run"]
+  CMD ["/usr/local/bin/coursebot-healthcheck"]
+# On Telegram only: without a token it stops with one line. The web chat runs when asked for (coursebot web).
+CMD ["coursebot", "run", "--telegram"]

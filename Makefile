@@ -9,14 +9,14 @@ INSTALLED := $(VENV)/.installed
 POT := locales/messages.pot
 CATALOGS := $(wildcard locales/*/LC_MESSAGES/messages.po)
 
-.PHONY: run test check setup catalogs extract update lint bench clean
+.PHONY: run test check setup catalogs extract update lint bench bench-peers clean
 
 run: setup
 	$(PY) -m bot run
 
 # The lessons are proven in the real runner first (cached by content hash in .cache/coursebot/proofs).
 test: setup check
-	$(PY) -m bot lint lessons --run
+	$(PY) -m bot lint lessons --run --strict
 	$(PY) -m pytest
 
 setup: $(INSTALLED) catalogs
@@ -44,11 +44,17 @@ lint: $(INSTALLED)
 bench: setup
 	$(PY) bench/bot.py
 
+# epicbox, a container per job and this runner, side by side (builds the job image and epicbox's venv first).
+bench-peers: setup
+	$(PY) bench/peers.py
+
 clean:
 	rm -rf $(VENV) locales/*/LC_MESSAGES/*.mo
 
-# Code checks: ruff (lint and format) and mypy (strict on bot/ and runner/).
+# Code checks: ruff (lint and format), mypy (strict on bot/ and runner/), and the import contracts (the layers of
+# bot/, no cycles, the runner reached only through runner.client: pyproject.toml's [tool.importlinter]).
 check: $(INSTALLED)
 	$(VENV)/bin/ruff check bot runner tests bench
 	$(VENV)/bin/ruff format --check bot runner tests bench
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache --no-logo

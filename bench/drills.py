@@ -30,8 +30,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bot import drills
-from bot.content.load import load_valid
-from bot.content.model import ParsonsDrill
+from bot.course import runner_checks
+from bot.course.model import ParsonsDrill
+from bot.library.load import load_valid
 from runner.client import Check, ExerciseChecks, RunnerClient, RunnerConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -63,7 +64,7 @@ async def main(repeat: int) -> dict[str, object]:
         trivial_ms = statistics.median([await _time(runner, "x = 1\nprint(x)", trivial) for _ in range(max(repeat, 5))])
         for key, order in _orders().items():
             drill = parsons[key]
-            code, checks = drills.arranged_program(drill, order), drills.runner_checks(drill)
+            code, checks = drills.arranged_program(drill, order), runner_checks.drill_checks(drill)
             times = [await _time(runner, code, checks) for _ in range(repeat + 1)]
             p50 = statistics.median(times[1:])
             results["/".join(key)] = {

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bot.content.model import Course, Lesson
+from bot.course.model import Course, Lesson
 from bot.stats.query import moment
 from bot.stats.report import option_id
 

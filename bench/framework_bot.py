@@ -53,7 +53,7 @@ def _screens() -> tuple[tuple[str, InlineKeyboardMarkup], dict[str, tuple[str, I
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from bot import render
-    from bot.content.load import load_valid
+    from bot.library.load import load_valid
     from bot.navigation import Place
 
     lessons = Path(os.environ.get("COURSEBOT_LESSONS", "").strip() or ROOT / "lessons")

@@ -37,8 +37,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench import events
 from bench.bot import CONTENDED, _machine_busy
-from bot.content.load import load_valid
-from bot.content.model import Content
+from bot.course.model import Content
+from bot.library.load import load_valid
 from bot.stats import query, report, text
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -21,19 +21,19 @@ from telegram.ext import ApplicationBuilder, BaseHandler, ContextTypes
 from bot import control, events
 from bot.commands import COMMANDS
 from bot.config import Config
-from bot.content.live import Edition, Library, Reloaded
-from bot.content.watch import Watcher
-from bot.context import BotData, CourseContext, Services, SnippetRunner, update_scope
+from bot.context import BotData, CourseContext, Services, update_scope
 from bot.errors import ConfigError, StorageError
 from bot.handlers import course, drills, fallback, language, lessons, practice, progress, quiz, settings
 from bot.i18n import DEFAULT_LANGUAGE, I18n, _, telegram_code
+from bot.library.live import Edition, Library, Reloaded
+from bot.library.watch import Watcher
 from bot.metrics import MeasuredRequest, Metrics
 from bot.monitoring import Check, MonitoringServer
 from bot.ratelimit import CourseRateLimiter
 from bot.refresh import refresh_readers
 from bot.storage.db import Database, ensure_writable
 from bot.updates import Inbox, InboxApplication, PerLearnerOrder, Polling
-from runner.client import RunnerClient, RunnerError
+from runner.client import Runner, RunnerClient, RunnerError
 
 # Application[bot, context, user_data, chat_data, bot_data, job_queue], as build_application makes it.
 CourseApplication = InboxApplication
@@ -159,7 +159,7 @@ async def register_commands(app: CourseApplication, i18n: I18n) -> None:
     """Publish the command menu in every shipped language (English is the default)."""
     for code in i18n.languages:
         with i18n.use(code):
-            menu = [BotCommand(command.name, command.menu_text()) for command in COMMANDS]
+            menu = [BotCommand(command.name, command.menu_description()) for command in COMMANDS]
         # Telegram keys command menus by a two-letter code, so pt_BR publishes as 'pt'.
         await app.bot.set_my_commands(menu, language_code=None if code == DEFAULT_LANGUAGE else telegram_code(code))
 
@@ -176,10 +176,9 @@ class CourseBot:
         self.library = Library(config.lessons_dir, config.locales_dir)  # invalid lessons raise ContentError here
         self.db: Database | None = None
         self.app: CourseApplication | None = None
-        self._purge: asyncio.Task[None] | None = None
         self.monitoring: MonitoringServer | None = None
         self.polling: Polling | None = None
-        self._watcher: asyncio.Task[None] | None = None
+        self._stack: contextlib.AsyncExitStack | None = None  # what __aexit__ stops, in reverse order of start
         self.library.prepare = self._adopt
 
     async def reload(self) -> Reloaded:
@@ -200,77 +199,62 @@ class CourseBot:
             await self.db.adopt_course(edition.content.english)
 
     async def __aenter__(self) -> CourseBot:
+        # Top to bottom, each part is started and its stop put on the stack; a failure stops what started, in
+        # reverse, and so does __aexit__.
         # Before the runner's slow start: a database this process cannot write refuses the start at once.
         ensure_writable(self.config.db_path)
-        self._stack = contextlib.AsyncExitStack()
-        await self._stack.__aenter__()
-        try:
-            runner = await self._stack.enter_async_context(connect_runner(self.config))
-        except BaseException:
-            await self._stack.aclose()
-            raise
-        try:
+        async with contextlib.AsyncExitStack() as stack:
+            runner = await stack.enter_async_context(connect_runner(self.config))
             server = await control.serve(self.config.control_path, self.reload)
-        except BaseException:
-            await self._stack.aclose()
-            raise
-        self._stack.push_async_callback(_close_control, server, self.config.control_path)
-        self.db = await Database.open(self.config.db_path, events_days=self.config.events_days)
-        try:
+            stack.push_async_callback(_close_control, server, self.config.control_path)
+            self.db = db = await Database.open(self.config.db_path, events_days=self.config.events_days)
+            stack.push_async_callback(db.close)
             # Before any learner is served: places on slides the lessons no longer have move on.
             await self._adopt(self.library.current)
-            services = Services(self.config, self.library, self.db, runner)
-            self.app = build_application(self.config, services)
-            await self.app.initialize()
+            services = Services(self.config, self.library, db, runner)
+            self.app = app = build_application(self.config, services)
+            await app.initialize()
+            stack.push_async_callback(app.shutdown)
             try:
-                try:
-                    await register_commands(self.app, self.library.current.i18n)
-                except TelegramError as exc:
-                    # The menu published at an earlier start stays; learners need not wait for this one.
-                    log.warning("the command menu could not be published: %s", exc)
-                if self.config.monitoring is not None:
-                    host, port = self.config.monitoring
-                    self.monitoring = await self._stack.enter_async_context(
-                        MonitoringServer(host, port, services.metrics, health_checks(services), _runner_load(services))
-                    )
-                await self.app.start()
-                self.polling = await serve_updates(self.app)
-            except BaseException:
-                if self.app.running:
-                    await self.app.stop()
-                await self.app.shutdown()
-                raise
-        except BaseException:
-            await self.db.close()
-            await self._stack.aclose()
-            raise
-        self._purge = asyncio.create_task(events.purge_daily(self.db), name="learning events purge")
-        if self.config.watch:
-            watcher = Watcher([self.config.lessons_dir, self.config.locales_dir], self.reload)
-            self._watcher = asyncio.create_task(watcher.run(), name="content watcher")
-        log.info("coursebot is polling as @%s", self.app.bot.username)
+                await register_commands(app, self.library.current.i18n)
+            except TelegramError as exc:
+                # The menu published at an earlier start stays; learners need not wait for this one.
+                log.warning("the command menu could not be published: %s", exc)
+            if self.config.monitoring is not None:
+                host, port = self.config.monitoring
+                self.monitoring = await stack.enter_async_context(
+                    MonitoringServer(host, port, services.metrics, health_checks(services), _runner_load(services))
+                )
+            await app.start()
+            stack.push_async_callback(self._stop_updates, app)
+            self.polling = await serve_updates(app)
+            stack.push_async_callback(_cancelled, asyncio.create_task(events.purge_daily(db), name="events purge"))
+            if self.config.watch:
+                watcher = Watcher([self.config.lessons_dir, self.config.locales_dir], self.reload)
+                stack.push_async_callback(_cancelled, asyncio.create_task(watcher.run(), name="content watcher"))
+            self._stack = stack.pop_all()
+        log.info("coursebot is polling as @%s", app.bot.username)
         return self
 
+    async def _stop_updates(self, app: CourseApplication) -> None:
+        """Stop polling, let the updates under way finish, and write what the inbox still holds."""
+        if self.polling is not None:
+            await self.polling.stop()
+        if app.running:
+            await app.stop()  # waits for the updates under way and the tasks they started
+        await app.inbox.flush()
+
     async def __aexit__(self, *exc_info: object) -> None:
-        app, db = self.app, self.db
-        if app is None or db is None:
-            return
-        for task in (self._purge, self._watcher):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        try:
-            if self.polling is not None:
-                await self.polling.stop()
-            if app.running:
-                await app.stop()  # waits for the updates under way and the tasks they started
-            await app.inbox.flush()
-            await app.shutdown()
-        finally:
-            await db.close()
-            await self._stack.aclose()
-        log.info("coursebot stopped; the database is closed")
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            await stack.aclose()
+            log.info("coursebot stopped; the database is closed")
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 # The bot long-polls every LONG_POLL_SECONDS: an API silent for much longer is unreachable, not idle.
@@ -303,13 +287,13 @@ def health_checks(services: Services) -> dict[str, Check]:
 def _runner_load(services: Services) -> Callable[[], Awaitable[None]]:
     async def refresh() -> None:
         if services.runner is not None:
-            services.metrics.runner_load(await services.runner.request({"op": "info"}, 5.0))
+            services.metrics.runner_load(await services.runner.load())
 
     return refresh
 
 
 @contextlib.asynccontextmanager
-async def connect_runner(config: Config) -> AsyncIterator[SnippetRunner | None]:
+async def connect_runner(config: Config) -> AsyncIterator[Runner | None]:
     """Yield the runner the config names (None when running code is off); the bot never imports torch."""
     if config.runner == "off":
         yield None

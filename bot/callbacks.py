@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
-from bot.localapi.limits import CALLBACK_DATA_MAX_BYTES
+from bot.telegram_rules.limits import CALLBACK_DATA_MAX_BYTES
 
 MAX_BYTES = CALLBACK_DATA_MAX_BYTES  # Telegram refuses longer callback_data with BUTTON_DATA_INVALID
 SEPARATOR = ":"

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
+import os
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import cast
 
 from bot.config import Config
-from bot.content.model import Content, Translation
+from bot.course.model import Content, Translation
 from bot.errors import ConfigError, ContentError, CoursebotError, Problem
 from bot.i18n import DEFAULT_LANGUAGE
 
@@ -20,20 +21,45 @@ EXIT_FAILURE = 1
 
 
 def _run(args: argparse.Namespace) -> int:
-    """Serve the course on Telegram, or in the web chat when no token is set."""
-    config = Config.from_env()
+    """Serve the course on Telegram, or in the web chat when no token is set (unless --telegram)."""
+    config = _serving_config()
+    if config is None:
+        return EXIT_BAD_INPUT
+    if not config.token and args.telegram:
+        from bot import logs
+
+        logs.say(
+            "TELEGRAM_BOT_TOKEN is not set, so there is no bot to serve on Telegram: give it the token from "
+            "@BotFather (docker run -e TELEGRAM_BOT_TOKEN, or compose's .env). The web chat, a local preview, "
+            "runs only when asked for: coursebot web (see the README, Docker)",
+            config.log_format == "json",
+        )
+        return EXIT_BAD_INPUT
     return _serve(config, web=not config.token)
 
 
 def _web(args: argparse.Namespace) -> int:
     """Serve the course in the web chat, token or not."""
-    return _serve(Config.from_env(), web=True)
+    config = _serving_config()
+    return EXIT_BAD_INPUT if config is None else _serve(config, web=True)
+
+
+def _serving_config() -> Config | None:
+    """The configuration, or None once the line saying why it is invalid is out (as JSON when logs are)."""
+    from bot import logs
+
+    try:
+        return Config.from_env()
+    except ConfigError as exc:
+        logs.say(str(exc), logs.json_requested(os.environ))
+        return None
 
 
 def _serve(config: Config, *, web: bool) -> int:
     from bot import app, logs
 
-    logs.configure(config.log_level, config.token, json_lines=config.log_format == "json")
+    json_lines = config.log_format == "json"
+    logs.configure(config.log_level, config.token, json_lines=json_lines)
     try:
         if web:
             from bot.webchat import local
@@ -42,17 +68,20 @@ def _serve(config: Config, *, web: bool) -> int:
         else:
             asyncio.run(app.serve(config))
     except ContentError as exc:
-        print(f"coursebot: the lessons in {config.lessons_dir} are invalid:", file=sys.stderr)
-        print(exc, file=sys.stderr)
+        logs.say(f"the lessons in {config.lessons_dir} are invalid:\n{exc}", json_lines)
         return EXIT_BAD_INPUT
     except Exception as exc:
         line = app.describe_startup_failure(config, exc)
         if line is None:
             if isinstance(exc, CoursebotError):
                 line = str(exc)
+            elif json_lines:
+                # Unforeseen: the traceback is for us, and in JSON logs it is one object like every line.
+                logging.getLogger("coursebot").critical("coursebot stopped on an unexpected error", exc_info=exc)
+                return EXIT_FAILURE
             else:
                 raise
-        print(f"coursebot: {line}", file=sys.stderr)
+        logs.say(line, json_lines)
         return EXIT_FAILURE
     return 0
 
@@ -62,6 +91,7 @@ def _reload(args: argparse.Namespace) -> int:
     from bot import control
 
     config = Config.from_env()
+    _as_owner_of(config.control_path.parent)
     accepted, lines = control.request(config.control_path)
     for line in lines:
         print(line, file=sys.stdout if accepted else sys.stderr)
@@ -95,13 +125,22 @@ def _health(args: argparse.Namespace) -> int:
 
 
 def _lint(args: argparse.Namespace) -> int:
-    from bot.content import coverage, phone_width
-    from bot.content.load import lint
+    from bot.authoring import coverage, glossary
+    from bot.course import phone_width
     from bot.i18n import I18n
+    from bot.library.load import lint
 
     config = Config.from_env()
     i18n = I18n(config.locales_dir)
     content, problems = lint(Path(args.dir), i18n)
+    if args.stamp and content is not None:
+        # Stamping a file drops its stamps of parts it no longer translates: those are no reason to refuse it.
+        stamped = [Path(p).resolve() for p in args.stamp]
+        problems = [p for p in problems if not _orphan_stamp_in(p, stamped)]
+    missing_glossaries: list[str] = []
+    if content is not None and not args.stamp and not args.upgrade_stamps:
+        found, missing_glossaries = glossary.check(content, Path(args.dir))
+        problems += found
     for problem in problems:
         print(problem)
     if problems or content is None:
@@ -135,32 +174,52 @@ def _lint(args: argparse.Namespace) -> int:
         print(line)
     for line in coverage.warning_lines(reports):
         print(f"warning: {line}")
-    for problem in phone_width.warnings(content):
+    wide = phone_width.warnings(content)
+    for problem in wide:
         print(f"warning: {problem}")
+    for line in missing_glossaries:
+        print(f"warning: {line}")
     if args.strict and not all(report.complete for report in reports):
         print("--strict: some translations are incomplete or out of date", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.strict and missing_glossaries:
+        print("--strict: a translation has no glossary", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    # Shipped lessons (--strict) show no code a phone wraps: wrapped Python reads wrong. While writing, a warning.
+    if args.strict and wide:
+        print(f"--strict: code lines wider than a phone's {phone_width.CODE_LINE_MAX} columns", file=sys.stderr)
+        return EXIT_BAD_INPUT
     return 0
+
+
+def _orphan_stamp_in(problem: Problem, stamped: list[Path]) -> bool:
+    """Say whether ``problem`` is a stamp left for a part no longer translated, in a file (or folder) being stamped."""
+    from bot.course.parsing import ORPHAN_STAMP
+
+    path = Path(problem.path).resolve()
+    return ORPHAN_STAMP in problem.message and any(path == s or s in path.parents for s in stamped)
 
 
 def _prove(config: Config, content: Content, cache_dir: Path | None) -> list[Problem]:
     """Prove every exercise and code sample in the runner the config names; print what it took."""
     from bot.app import connect_runner
-    from bot.content import proof
+    from bot.authoring import proof
+    from runner.client import Runner, embedded_fingerprint
 
     @contextlib.asynccontextmanager
-    async def open_runner() -> AsyncIterator[proof.Runner]:
+    async def open_runner() -> AsyncIterator[Runner]:
         async with connect_runner(config) as runner:
             if runner is None:
                 raise proof.ProofError("lint --run needs the runner, and COURSEBOT_RUNNER_URL is off")
-            # The bot's runner is a RunnerClient, which also takes the seed a proof runs each job on.
-            yield cast(proof.Runner, runner)
+            yield runner
 
-    report = asyncio.run(proof.prove(content, open_runner, proof.ResultCache(cache_dir)))
+    # The embedded runner's fingerprint is known before it starts: a proof the cache holds starts none.
+    expected = embedded_fingerprint(config.runner_config) if config.runner == "embedded" else None
+    report = asyncio.run(proof.prove(content, open_runner, proof.ResultCache(cache_dir), expected))
     done = report.plan
     print(
         f"proved in the runner: {done.exercises} exercises (seeds {', '.join(map(str, proof.SEEDS))}), "
-        f"{done.translated_starters} translated starters, {done.samples} code samples; "
+        f"{done.translated_starters} translated starters, {done.samples} code samples, {done.drills} drills; "
         f"{len(done.jobs)} runs, {report.cached} from the cache" + (f" in {cache_dir}" if cache_dir is not None else "")
     )
     return report.problems
@@ -168,7 +227,7 @@ def _prove(config: Config, content: Content, cache_dir: Path | None) -> list[Pro
 
 def _stamp(content: Content, paths: list[Path], parts: list[str] | None) -> int:
     """Stamp each translation file named (or every one in a folder named) with the English as it is now."""
-    from bot.content import stamps
+    from bot.authoring import stamps
 
     files: dict[Path, tuple[Translation, dict[str, stamps.Snapshot]]] = {}
     for course in content.translations.values():
@@ -211,7 +270,7 @@ def _stamp(content: Content, paths: list[Path], parts: list[str] | None) -> int:
 
 def _upgrade_stamps(lessons_dir: Path, content: Content) -> int:
     """Give every legacy stamp (a hash) the English it names, found in the git history."""
-    from bot.content.stamp_history import upgrade
+    from bot.authoring.stamp_history import upgrade
 
     for done in upgrade(lessons_dir, content):
         print(f"upgraded {done.path}: {done.upgraded} stamp{'s' if done.upgraded != 1 else ''}")
@@ -225,10 +284,11 @@ def _upgrade_stamps(lessons_dir: Path, content: Content) -> int:
 
 def _stats(args: argparse.Namespace) -> int:
     """Print where learners struggle, from the learning events in COURSEBOT_DB (and write it as HTML)."""
-    from bot.content.load import load_valid
+    from bot.library.load import load_valid
     from bot.stats import html, query, report, text
 
     config = Config.from_env()
+    _as_owner_of((Path(args.db) if args.db else config.db_path).parent)
     content = load_valid(config.lessons_dir, config.locales_dir)
     lessons = None
     if args.lesson:
@@ -275,9 +335,36 @@ def _backup(args: argparse.Namespace) -> int:
     from bot.storage.db import backup
 
     config = Config.from_env()
+    _as_owner_of(config.db_path.parent)
     backup(config.db_path, Path(args.path))
     print(f"backed up {config.db_path} to {args.path}")
     return 0
+
+
+def _as_owner_of(folder: Path) -> None:
+    """Run on as the owner of ``folder`` (the data's), when started as root and it is someone else's.
+
+    So ``docker exec coursebot coursebot db backup ...`` (root, in a container without CAP_DAC_OVERRIDE, who
+    could not even read the data) works, and what it writes stays the bot's. ConfigError, in one line, where
+    root may not become that user.
+    """
+    if os.geteuid() != 0:
+        return
+    try:
+        owner = folder.stat()
+    except OSError:
+        return  # nothing of the bot's there: the command says what is missing
+    if owner.st_uid == 0:
+        return
+    try:
+        os.setgroups([])
+        os.setgid(owner.st_gid)
+        os.setuid(owner.st_uid)
+    except PermissionError:
+        raise ConfigError(
+            f"{folder} belongs to uid {owner.st_uid}, and root here cannot become that user: run this as it "
+            f"(docker exec --user {owner.st_uid} ...)"
+        ) from None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -286,9 +373,13 @@ def parser() -> argparse.ArgumentParser:
         prog="coursebot", description="A Telegram bot that teaches short programming courses."
     )
     commands = top.add_subparsers(dest="command", required=True)
-    commands.add_parser(
-        "run", help="start the bot: on Telegram with TELEGRAM_BOT_TOKEN, else in the web chat"
-    ).set_defaults(func=_run)
+    run = commands.add_parser("run", help="start the bot: on Telegram with TELEGRAM_BOT_TOKEN, else in the web chat")
+    run.add_argument(
+        "--telegram",
+        action="store_true",
+        help="on Telegram only: without TELEGRAM_BOT_TOKEN, stop with one line (the image runs this)",
+    )
+    run.set_defaults(func=_run)
     commands.add_parser(
         "web", help="start the bot in the web chat (a local preview), even when TELEGRAM_BOT_TOKEN is set"
     ).set_defaults(func=_web)

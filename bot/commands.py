@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.i18n import _
+from bot.lessontext import plain
 
 
 @dataclass(frozen=True)
@@ -16,6 +17,14 @@ class Command:
     name: str
     menu_text: Callable[[], str]
     help_line: Callable[[], str]
+
+    def menu_description(self) -> str:
+        """Return the menu's description as published, in the current language.
+
+        In a right-to-left language its code stays left to right: the menu would show '/run print(1)' as
+        'run print(1)/' otherwise.
+        """
+        return plain(self.menu_text())
 
 
 START = Command("start", lambda: _("Welcome and the course"), lambda: _("/start – welcome and the course"))

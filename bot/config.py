@@ -1,18 +1,22 @@
-"""Read the bot's configuration from the environment, once, in one place (the runner's RUNNER_* included)."""
+"""Read the bot's configuration from the environment, once, in one place (the runner's RUNNER_* included).
+
+``SETTINGS`` lists each setting once, as runner/config.py does for the runner: its field, variable, meaning and
+rule. ``Config.from_env`` reads them, and the README's configuration table is checked against them
+(tests/test_config.py). The runner's own settings are read by the runner's reader, ``RunnerConfig.from_env``.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from bot.errors import ConfigError
-from runner.client import RunnerConfig, RunnerConfigError, parse_address
-
-N = TypeVar("N", int, float)
+from runner.client import RunnerConfig, RunnerConfigError, TcpAddress, parse_address
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("text", "json")
@@ -79,40 +83,11 @@ class Config:
         the course is then served in the web chat.
         """
         env = os.environ if env is None else env
-        token = env.get("TELEGRAM_BOT_TOKEN", "").strip()
-        if token and (":" not in token or any(c.isspace() for c in token)):
-            raise ConfigError(
-                "TELEGRAM_BOT_TOKEN does not look like a bot token "
-                "(expected the form 123456789:ABC..., as @BotFather gives it)."
-            )
-        values: dict[str, Any] = {"token": token}
-        if api := _text(env, "TELEGRAM_API_BASE_URL"):
-            if not api.startswith(("http://", "https://")):
-                raise ConfigError(f"TELEGRAM_API_BASE_URL must start with http:// or https://, got {api!r}.")
-            values["api_base_url"] = api.rstrip("/")
-        for name, key in (
-            ("COURSEBOT_DB", "db_path"),
-            ("COURSEBOT_LESSONS", "lessons_dir"),
-            ("COURSEBOT_LOCALES", "locales_dir"),
-        ):
-            if raw := _text(env, name):
-                values[key] = Path(raw)
-        _set(values, "messages_per_second", _number(env, "COURSEBOT_MESSAGES_PER_SECOND", float, 0.1))
-        _set(values, "max_retries", _number(env, "COURSEBOT_MAX_RETRIES", int, 0))
-        _set(values, "concurrent_updates", _number(env, "COURSEBOT_CONCURRENT_UPDATES", int, 1))
-        _set(values, "events_days", _number(env, "COURSEBOT_EVENTS_DAYS", int, 0))
-        _set(values, "log_level", _log_level(env))
-        _set(values, "log_format", _choice(env, "COURSEBOT_LOG_FORMAT", LOG_FORMATS))
-        _set(values, "monitoring", _monitoring(env))
-        _set(values, "runner", _runner(env))
-        _set(values, "web_host", _text(env, "COURSEBOT_WEB_HOST"))
-        port = _number(env, "COURSEBOT_WEB_PORT", int, 0)
-        if port is not None and port > 65535:
-            raise ConfigError(f"COURSEBOT_WEB_PORT must be a port number up to 65535, got {port}.")
-        _set(values, "web_port", port)
-        _set(values, "watch", _switch(env, "COURSEBOT_WATCH"))
-        if raw := _text(env, "COURSEBOT_CONTROL_SOCKET"):
-            values["control_socket"] = Path(raw)
+        values: dict[str, Any] = {"token": ""}  # no token: the web chat
+        for setting in SETTINGS:
+            raw = next((text for name in setting.variables if (text := env.get(name, "").strip())), "")
+            if raw:
+                values[setting.field] = setting.rule(raw, setting.variable)
         try:
             values["runner_config"] = RunnerConfig.from_env(env)
         except RunnerConfigError as exc:
@@ -120,32 +95,35 @@ class Config:
         return cls(**values)
 
 
-def _text(env: Mapping[str, str], name: str) -> str | None:
-    return env.get(name, "").strip() or None
+# --- the rules a setting's value follows: each reads the text of a variable, or says in one line what is wrong --
+
+Rule = Callable[[str, str], object]  # (the variable's text, its name) -> the value
 
 
-def _set(values: dict[str, Any], key: str, value: object) -> None:
-    if value is not None:
-        values[key] = value
+def text(raw: str, name: str) -> str:
+    return raw
 
 
-def _number(env: Mapping[str, str], name: str, cast: Callable[[str], N], minimum: float) -> N | None:
-    raw = _text(env, name)
-    if raw is None:
-        return None
-    try:
-        value = cast(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be a number, got {raw!r}.") from None
-    if not math.isfinite(value) or value < minimum:
-        raise ConfigError(f"{name} must be at least {minimum}, got {raw!r}.")
-    return value
+def path(raw: str, name: str) -> Path:
+    return Path(raw)
 
 
-def _switch(env: Mapping[str, str], name: str) -> bool | None:
-    raw = _text(env, name)
-    if raw is None:
-        return None
+def number(cast: Callable[[str], float], minimum: float, maximum: float = math.inf) -> Rule:
+    def read(raw: str, name: str) -> float:
+        try:
+            value = cast(raw)
+        except ValueError:
+            raise ConfigError(f"{name} must be a number, got {raw!r}.") from None
+        if not math.isfinite(value) or value < minimum:
+            raise ConfigError(f"{name} must be at least {minimum}, got {raw!r}.")
+        if value > maximum:
+            raise ConfigError(f"{name} must be a number up to {maximum:g}, got {raw!r}.")
+        return value
+
+    return read
+
+
+def switch(raw: str, name: str) -> bool:
     if raw.lower() in ("on", "true", "yes", "1"):
         return True
     if raw.lower() in ("off", "false", "no", "0"):
@@ -153,40 +131,162 @@ def _switch(env: Mapping[str, str], name: str) -> bool | None:
     raise ConfigError(f"{name} must be on or off, got {raw!r}.")
 
 
-def _log_level(env: Mapping[str, str]) -> str | None:
-    level = _text(env, "COURSEBOT_LOG_LEVEL")
-    if level is None:
+def choice(*options: str) -> Rule:
+    """One of ``options``, written in any case; the value is spelled as in ``options``."""
+    spelled = {option.lower(): option for option in options}
+
+    def read(raw: str, name: str) -> str:
+        if raw.lower() not in spelled:
+            shown = raw.upper() if options[0].isupper() else raw
+            raise ConfigError(f"{name} must be {', '.join(options[:-1])} or {options[-1]}, got {shown!r}.")
+        return spelled[raw.lower()]
+
+    return read
+
+
+def token(raw: str, name: str) -> str:
+    if ":" not in raw or any(c.isspace() for c in raw):
+        raise ConfigError(
+            f"{name} does not look like a bot token (expected the form 123456789:ABC..., as @BotFather gives it)."
+        )
+    return raw
+
+
+def http_url(raw: str, name: str) -> str:
+    if not raw.startswith(("http://", "https://")):
+        raise ConfigError(f"{name} must start with http:// or https://, got {raw!r}.")
+    return raw.rstrip("/")
+
+
+def host_and_port(raw: str, name: str) -> tuple[str, int] | None:
+    """HOST:PORT, read by the runner's address parser (the one place addresses are parsed), or off."""
+    if raw == "off":
         return None
-    if level.upper() not in LOG_LEVELS:
-        raise ConfigError(f"COURSEBOT_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, got {level.upper()!r}.")
-    return level.upper()
+    try:
+        address = parse_address(f"tcp://{raw}", name)
+    except RunnerConfigError:
+        address = None
+    if not isinstance(address, TcpAddress) or not raw.rpartition(":")[0] or address.port == 0:
+        raise ConfigError(f"{name} must be HOST:PORT (e.g. 127.0.0.1:9464) or off, got {raw!r}.")
+    return address.host, address.port
 
 
-def _choice(env: Mapping[str, str], name: str, options: tuple[str, ...]) -> str | None:
-    value = _text(env, name)
-    if value is None:
-        return None
-    if value.lower() not in options:
-        raise ConfigError(f"{name} must be {' or '.join(options)}, got {value!r}.")
-    return value.lower()
-
-
-def _monitoring(env: Mapping[str, str]) -> tuple[str, int] | None:
-    value = _text(env, "COURSEBOT_MONITORING")
-    if value is None or value == "off":
-        return None
-    host, _, port = value.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"COURSEBOT_MONITORING must be HOST:PORT (e.g. 127.0.0.1:9464) or off, got {value!r}.")
-    return host.strip("[]"), int(port)
-
-
-def _runner(env: Mapping[str, str]) -> str | None:
-    value = _text(env, "COURSEBOT_RUNNER_URL") or _text(env, "COURSEBOT_RUNNER")
-    if value is None or value in ("embedded", "off"):
-        return value
+def runner_address(raw: str, name: str) -> str:
+    if raw in ("embedded", "off"):
+        return raw
     # A runner elsewhere: its address is read by the runner's own parser, the one RunnerClient.connect uses.
     try:
-        return str(parse_address(value, "COURSEBOT_RUNNER_URL (when not 'embedded' or 'off')"))
+        return str(parse_address(raw, f"{name} (when not 'embedded' or 'off')"))
     except RunnerConfigError as exc:
         raise ConfigError(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class Setting:
+    field: str  # the Config attribute
+    variables: tuple[str, ...]  # its environment variable, then older names still read
+    meaning: str  # one line, as the README's configuration table states it
+    rule: Rule
+    default_text: str = ""  # how the README states a default the dataclass does not show as it is
+
+    @property
+    def variable(self) -> str:
+        return self.variables[0]
+
+    def default(self) -> str:
+        """The default as the README's table states it."""
+        if self.default_text:
+            return self.default_text
+        value = next(f.default for f in dataclasses.fields(Config) if f.name == self.field)
+        if isinstance(value, bool):
+            return "`on`" if value else "`off`"
+        if value is None:
+            return "`off`"
+        return f"`{value:g}`" if isinstance(value, float) else f"`{value}`"
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "token",
+        ("TELEGRAM_BOT_TOKEN",),
+        "the token from @BotFather; it never appears in logs. Without it, `make run` opens the web chat",
+        token,
+        default_text="—",
+    ),
+    Setting(
+        "api_base_url",
+        ("TELEGRAM_API_BASE_URL",),
+        "any Bot API server, e.g. a local `telegram-bot-api`",
+        http_url,
+    ),
+    Setting("db_path", ("COURSEBOT_DB",), "the SQLite progress database (created, WAL mode)", path),
+    Setting("lessons_dir", ("COURSEBOT_LESSONS",), "the content folder", path),
+    Setting("locales_dir", ("COURSEBOT_LOCALES",), "the gettext catalogs", path),
+    Setting(
+        "messages_per_second",
+        ("COURSEBOT_MESSAGES_PER_SECOND",),
+        "ceiling for new messages across all chats (Telegram's flood limit)",
+        number(float, 0.1),
+    ),
+    Setting(
+        "max_retries",
+        ("COURSEBOT_MAX_RETRIES",),
+        "how often a `429 retry_after` is waited out before giving up",
+        number(int, 0),
+    ),
+    Setting(
+        "concurrent_updates",
+        ("COURSEBOT_CONCURRENT_UPDATES",),
+        "updates handled at once (one learner's are always in order)",
+        number(int, 1),
+    ),
+    Setting("log_level", ("COURSEBOT_LOG_LEVEL",), "`DEBUG`, `INFO`, `WARNING` or `ERROR`", choice(*LOG_LEVELS)),
+    Setting(
+        "events_days",
+        ("COURSEBOT_EVENTS_DAYS",),
+        "days learning events are kept for `coursebot stats` (purged at start and daily); `0` records none",
+        number(int, 0),
+    ),
+    Setting(
+        "web_host",
+        ("COURSEBOT_WEB_HOST",),
+        "where the web chat listens (a local preview: keep it on loopback; the image: `0.0.0.0`, published on "
+        'loopback, see "Docker"); it answers requests for this name and for loopback names only',
+        text,
+    ),
+    Setting("web_port", ("COURSEBOT_WEB_PORT",), "the web chat's port", number(int, 0, 65535)),
+    Setting(
+        "control_socket",
+        ("COURSEBOT_CONTROL_SOCKET",),
+        "where `coursebot reload` reaches the running bot",
+        path,
+        default_text="`control.sock` beside `COURSEBOT_DB`",
+    ),
+    Setting(
+        "watch",
+        ("COURSEBOT_WATCH",),
+        "`off` stops reloading when lesson files or catalogs change (`SIGHUP` and `coursebot reload` still work)",
+        switch,
+    ),
+    Setting(
+        "log_format",
+        ("COURSEBOT_LOG_FORMAT",),
+        "`text`, or `json`: one object per line, with the update's id, the handler and its latency (the runner's "
+        "lines too)",
+        choice(*LOG_FORMATS),
+    ),
+    Setting(
+        "monitoring",
+        ("COURSEBOT_MONITORING",),
+        "`HOST:PORT` to serve `GET /healthz` and `GET /metrics` there (the image: `0.0.0.0:9464`), or `off`",
+        host_and_port,
+    ),
+    Setting(
+        "runner",
+        ("COURSEBOT_RUNNER_URL", "COURSEBOT_RUNNER"),
+        "where learners' code runs: `embedded` (the bot starts `python -m runner serve` as its own child), "
+        "`unix:///path/to/runner.sock` (or just the absolute path) or `tcp://host:port` for a runner elsewhere, "
+        "or `off`",
+        runner_address,
+    ),
+)

@@ -8,34 +8,22 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from telegram import Update
 from telegram.ext import Application, CallbackContext, ExtBot
 
 from bot import logs
 from bot.config import Config
-from bot.content.live import Library
-from bot.content.model import Content, Course
+from bot.course.model import Content, Course
 from bot.i18n import I18n, current_language
 from bot.learner import Learner
+from bot.library.live import Library
 from bot.metrics import Metrics
 from bot.storage.db import Database
-from runner.client import ExerciseChecks, RunResult
+from runner.client import Runner
 
 log = logging.getLogger(__name__)
-
-
-class SnippetRunner(Protocol):
-    """What the bot needs of the runner: run code, graded or not, and say its limits (in ``info``)."""
-
-    info: dict[str, Any]
-
-    async def run(self, code: str, *, checks: ExerciseChecks | None = None) -> RunResult: ...
-
-    async def ping(self) -> bool: ...
-
-    async def request(self, msg: dict[str, Any], timeout: float | None = ...) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -45,7 +33,7 @@ class Services:
     config: Config
     library: Library  # the lessons and catalogs: replaced by a reload, pinned for each update
     db: Database
-    runner: SnippetRunner | None = None
+    runner: Runner | None = None
     # Learners whose code is running now: a second send is told to wait, not queued.
     running: set[int] = field(default_factory=set)
     # What the bot counts for /metrics (bot.metrics).

@@ -15,8 +15,8 @@ import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from bot.content.live import Reloaded
 from bot.errors import CoursebotError
+from bot.library.live import Reloaded
 
 log = logging.getLogger(__name__)
 

@@ -12,17 +12,17 @@ author's order gives, i.e. an EQUIVALENT order passes (two independent lines swa
 
 from __future__ import annotations
 
-import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 
 from bot import feedback
-from bot.content.model import ChoiceDrill, Drill, Lesson, ParsonsDrill, program
-from bot.learner import Answer
+from bot.course.model import ChoiceDrill, Drill, Lesson, ParsonsDrill, program
+from bot.learner import Answer, DrillProgress
 from bot.navigation import unanswered
 from bot.shuffle import shuffled
-from runner.client import ExerciseChecks, RunResult
+from runner.client import RunResult, Status
 
 # Buttons carry the attempt's turn modulo this, so callback data stays short; a stale tap is one turn behind.
 TURNS = 1000
@@ -37,27 +37,6 @@ class Move(Enum):
     CHECK = "k"  # grade the arrangement
     CHOOSE = "c"  # pick a choice (arg: its number in the lesson file)
     AGAIN = "a"  # start a solved drill over, to practise it again
-
-
-@dataclass(frozen=True)
-class DrillProgress:
-    """One learner's attempt at one drill, as stored."""
-
-    placed: tuple[int, ...] = ()  # Parsons: piece numbers in the order tapped
-    ruled_out: frozenset[int] = frozenset()  # choices tried and wrong in this attempt
-    turn: int = 0  # counts every change: a tap carrying an older turn is stale
-    tries: int = 0  # wrong answers, over every attempt
-    solved: bool = False  # ever answered right: this is what progress counts
-    done: bool = False  # this attempt is answered right
-    checked: bool = False  # Parsons: the arrangement on screen was checked and is wrong
-
-    @property
-    def stamp(self) -> int:
-        """Return the turn as buttons carry it."""
-        return self.turn % TURNS
-
-
-FRESH = DrillProgress()
 
 
 def fitted(drill: Drill, progress: DrillProgress) -> DrillProgress:
@@ -200,15 +179,26 @@ def precheck(drill: ParsonsDrill, placed: tuple[int, ...]) -> Verdict | None:
         compile(arranged_program(drill, placed), "<drill>", "exec", dont_inherit=True)
     except SyntaxError as exc:
         setup_lines = len(drill.setup.split("\n")) if drill.setup else 0
-        line = (exc.lineno or 0) - setup_lines
-        where = lines[line - 1].strip() if 1 <= line <= len(lines) else ""
-        return Verdict(False, Reason.NOT_PYTHON, f"{exc.msg}: {where}" if where else exc.msg)
+        return Verdict(False, Reason.NOT_PYTHON, _syntax_detail(exc, lines, setup_lines))
     return None
+
+
+# Python reports a block left empty at the line after its opener, and numbers lines from the hidden setup.
+_EMPTY_BLOCK = re.compile(r"^(?P<msg>expected an indented block after .+?) on line (?P<line>\d+)$")
+
+
+def _syntax_detail(exc: SyntaxError, lines: tuple[str, ...], setup_lines: int) -> str:
+    """Say what Python refuses in an arrangement and name the line to move: for an empty block, its opener."""
+    message, line = exc.msg, (exc.lineno or 0) - setup_lines
+    if (empty := _EMPTY_BLOCK.match(message)) is not None:
+        message, line = empty.group("msg"), int(empty.group("line")) - setup_lines
+    where = lines[line - 1].strip() if 1 <= line <= len(lines) else ""
+    return f"{message}: {where}" if where else message
 
 
 def run_verdict(drill: ParsonsDrill, result: RunResult) -> Verdict:
     """Grade an arrangement from its graded run: right when every check gives what the author's order gives."""
-    if result.status != "ok":
+    if result.status is not Status.OK:
         lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
         return Verdict(False, Reason.RAISES, lines[-1].strip() if lines else result.status)
     if result.passed:
@@ -219,19 +209,6 @@ def run_verdict(drill: ParsonsDrill, result: RunResult) -> Verdict:
 UNCHECKED = Verdict(False, Reason.UNCHECKED)
 # Not an answer: the runner could not try the order, so nothing is recorded and the learner may check again.
 UNAVAILABLE = Verdict(False, Reason.UNAVAILABLE)
-
-
-def runner_checks(drill: ParsonsDrill) -> ExerciseChecks:
-    """Return the checks an arrangement runs with: compared with the author's order, on a seed fixed per drill.
-
-    A learner only orders given lines, so a fixed seed gives nothing away, and it lets the runner keep the
-    author's values for every learner instead of running the author's order again for each check.
-    """
-    return replace(feedback.runner_checks(drill.exercise), seed=_seed(drill.id))
-
-
-def _seed(*key: object) -> int:
-    return int.from_bytes(hashlib.sha256(":".join(map(str, key)).encode()).digest()[:8], "big") >> 1
 
 
 def piece_order(drill: ParsonsDrill, user_id: int, lesson_id: str) -> list[int]:

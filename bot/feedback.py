@@ -1,4 +1,4 @@
-"""Runs turned into feedback, without Telegram: code found in a message, an exercise's checks for the runner,
+"""Runs turned into feedback, without Telegram: code found in a message,
 and what a run printed, why it ended, which checks failed and the likely mistake, in the learner's words."""
 
 from __future__ import annotations
@@ -6,25 +6,14 @@ from __future__ import annotations
 import re
 
 from bot import mistakes
-from bot.content.model import Exercise, ExerciseCheck
+from bot.course.model import Exercise, ExerciseCheck
 from bot.i18n import _, number
 from bot.safehtml import Html, italic, pre
-from runner.client import Check, ExerciseChecks, Limits, RunResult
+from runner.client import Limits, MessageKey, RunResult, Status
 
 # Telegram allows 4096 characters; output gets what the frame around it leaves (at most this).
 OUTPUT_MAX = 3000
 _FENCE = re.compile(r"```(?:python|py)?[ \t]*\n?(.*?)```", re.DOTALL | re.IGNORECASE)
-
-
-def runner_checks(exercise: Exercise) -> ExerciseChecks:
-    """Return the exercise's checks as the runner takes them; expected values stay outside the sandbox.
-
-    A check without ``expect`` is compared with what the exercise's solution gives on the same random inputs,
-    run by the runner in a clean job of its own.
-    """
-    checks = tuple(Check(id=c.id, expr=c.expr, kind=c.kind, expect=c.expect) for c in exercise.checks)
-    needs_solution = any(c.from_solution for c in exercise.checks)
-    return ExerciseChecks(checks, reference=exercise.solution if needs_solution else None)
 
 
 def fenced_code(text: str) -> str | None:
@@ -53,19 +42,24 @@ def output_block(result: RunResult, room: int = OUTPUT_MAX) -> Html:
 
 def status_line(result: RunResult, limits: Limits) -> str | None:
     """Explain in the learner's terms why a run ended, or None when it simply finished."""
-    if result.status == "timeout":
+    if result.status is Status.TIMEOUT:
         return _(
             "Your code ran longer than {seconds} seconds and was stopped. Look for a loop that never ends."
         ).format(seconds=number(limits.wall_time_s))
-    if result.status == "memory_limit":
+    if result.status is Status.CPU_LIMIT:
+        return _(
+            "Your code kept the processor busy for more than {seconds} seconds and was stopped. "
+            "Look for a loop that never ends, or do less work."
+        ).format(seconds=number(limits.cpu_time_s))
+    if result.status is Status.MEMORY_LIMIT:
         return _("Your code used more than {mb} MB of memory and was stopped. Try smaller tensors.").format(
             mb=number(limits.memory_bytes / 2**20)
         )
-    if result.status == "output_limit":
+    if result.status is Status.OUTPUT_LIMIT:
         return _("Your code printed or wrote too much, so it was stopped. Print less, or only a summary.")
-    if result.status == "killed":
+    if result.status is Status.KILLED:
         return _("Your code was stopped by the sandbox (it may have used too many processes or a forbidden call).")
-    if result.status == "error":
+    if result.status is Status.ERROR:
         return _("Your code stopped with an error.")
     return None
 
@@ -110,11 +104,11 @@ def check_feedback(exercise: Exercise, result: RunResult) -> list[str]:
             continue
         check = by_id.get(outcome.id)
         key = outcome.message_key
-        if key == "checks.not_run":
+        if key is MessageKey.NOT_RUN:
             return [_("The checks could not run: your code has to run to the end without an error first.")]
-        if key == "checks.no_report":
+        if key is MessageKey.NO_REPORT:
             return [_no_report(outcome.params.get("reason"))]
-        if key == "checks.error":
+        if key is MessageKey.ERROR:
             lines.append(
                 _(
                     "`{expr}` could not be read after your code ran ({error}). "
@@ -132,9 +126,9 @@ def likely_mistakes(exercise: Exercise, result: RunResult) -> list[str]:
     evidence = [
         mistakes.Evidence.of_check(exprs[o.id], o.params)
         for o in result.checks
-        if not o.passed and o.message_key == "checks.mismatch" and o.id in exprs
+        if not o.passed and o.message_key is MessageKey.MISMATCH and o.id in exprs
     ]
-    if result.status == "error":
+    if result.status is Status.ERROR:
         evidence.append(mistakes.Evidence(stderr=result.stderr))
     return mistakes.likely(evidence)
 
@@ -144,4 +138,4 @@ def run_event(result: RunResult) -> tuple[str, str | None]:
     if result.passed:
         return "passed", None
     failed = next((o.id for o in result.checks if not o.passed), None)
-    return ("failed" if result.status == "ok" else result.status), failed
+    return ("failed" if result.status is Status.OK else str(result.status)), failed

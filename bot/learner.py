@@ -1,5 +1,6 @@
 """What the bot keeps about a learner: who they are and where they are, their place in each lesson,
-the quiz polls sent to them and their answers. Plain records; storage/db.py reads and writes them.
+the quiz polls sent to them, their answers and their attempts at drills. Plain records; storage reads and
+writes them.
 
 Places are kept by id (a slide id, a question id, an option id), never by position, so an edit of the
 lesson files moves nobody: bot.navigation finds each id in the lessons as they are now.
@@ -75,6 +76,31 @@ class Answer:
     question_id: str
     option_id: str | None  # the option chosen, by id (None: an answer from before ids, to a question since removed)
     correct: bool
+
+
+# Buttons carry the attempt's turn modulo this, so callback data stays short; a stale tap is one turn behind.
+TURNS = 1000
+
+
+@dataclass(frozen=True)
+class DrillProgress:
+    """One learner's attempt at one drill, as stored (bot.drills says what each tap does to it)."""
+
+    placed: tuple[int, ...] = ()  # Parsons: piece numbers in the order tapped
+    ruled_out: frozenset[int] = frozenset()  # choices tried and wrong in this attempt
+    turn: int = 0  # counts every change: a tap carrying an older turn is stale
+    tries: int = 0  # wrong answers, over every attempt
+    solved: bool = False  # ever answered right: this is what progress counts
+    done: bool = False  # this attempt is answered right
+    checked: bool = False  # Parsons: the arrangement on screen was checked and is wrong
+
+    @property
+    def stamp(self) -> int:
+        """Return the turn as buttons carry it."""
+        return self.turn % TURNS
+
+
+FRESH = DrillProgress()
 
 
 class EventKind(StrEnum):

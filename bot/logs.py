@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
+from collections.abc import Mapping
 from contextvars import ContextVar
 from datetime import UTC, datetime
+from typing import TextIO
 
 REDACTED = "<token>"
 
@@ -75,3 +78,20 @@ def configure(level: str, token: str, json_lines: bool = False) -> None:
     # httpx logs every request URL, and Bot API URLs contain the token; one line per call is noise anyway.
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("httpcore").setLevel(logging.WARNING)
+
+
+def json_requested(env: Mapping[str, str]) -> bool:
+    """Whether COURSEBOT_LOG_FORMAT asks for JSON lines, read as it stands: for the lines said when the
+    configuration itself could not be read (bot.config reads it for everything else)."""
+    return env.get("COURSEBOT_LOG_FORMAT", "").strip().lower() == "json"
+
+
+def say(text: str, json_lines: bool, level: int = logging.ERROR, stream: TextIO | None = None) -> None:
+    """Print one line of coursebot's own, outside logging (why a start failed, where the web chat is):
+    ``coursebot: text``, or in JSON logs an object like every other line."""
+    stream = stream or sys.stderr
+    if json_lines:
+        record = logging.LogRecord("coursebot", level, __file__, 0, text, None, None)
+        print(JsonLines().format(record), file=stream, flush=True)
+    else:
+        print(f"coursebot: {text}", file=stream, flush=True)

@@ -11,6 +11,8 @@ from telegram._utils.defaultvalue import DEFAULT_NONE
 from telegram._utils.types import ODVInput
 from telegram.request import HTTPXRequest, RequestData
 
+from runner.client import RunnerLoad
+
 # Seconds: a tap is answered in milliseconds; a graded run waits for the runner, up to its wall limit.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 JOB_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0)
@@ -44,7 +46,7 @@ class Metrics:
         )
         self.jobs = Counter(
             "coursebot_runner_jobs",
-            "Learners' code runs by outcome: the runner's status (ok, error, timeout, memory_limit, "
+            "Learners' code runs by outcome: the runner's status (ok, error, timeout, cpu_limit, memory_limit, "
             "output_limit, killed) or failed when the runner itself failed.",
             ["outcome"],
             registry=registry,
@@ -73,12 +75,10 @@ class Metrics:
         """Seconds since the Bot API last answered, or None if it never has."""
         return None if self._last_api_success is None else self.clock() - self._last_api_success
 
-    def runner_load(self, stats: dict[str, object]) -> None:
-        """Take the runner's own figures (its ``info``): jobs running and waiting."""
-        for gauge, key in ((self.busy_slots, "running"), (self.queue_depth, "waiting")):
-            value = stats.get(key)
-            if isinstance(value, int):
-                gauge.set(value)
+    def runner_load(self, load: RunnerLoad) -> None:
+        """Take the runner's own figures: jobs running and waiting."""
+        self.busy_slots.set(load.running)
+        self.queue_depth.set(load.waiting)
 
     def exposition(self) -> bytes:
         """Return every metric in Prometheus' text format."""

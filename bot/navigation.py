@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.content.model import Course, Lesson
+from bot.course.model import Course, Lesson
 from bot.learner import NOT_STARTED, Answer, LessonProgress
 from bot.states import Stage, stage
 

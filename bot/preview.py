@@ -5,13 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot import render
-from bot.content.load import load_valid
-from bot.content.model import ParsonsDrill
-from bot.content.telegram_limits import visible_length
-from bot.drills import FRESH, DrillProgress
+from bot.course.model import ParsonsDrill
 from bot.errors import ContentError, Problem
 from bot.i18n import I18n
-from bot.safehtml import visible_text
+from bot.learner import FRESH, DrillProgress
+from bot.library.load import load_valid
+from bot.telegram_rules.text import visible_length, visible_text
 
 
 def _buttons(screen: render.Screen) -> str:

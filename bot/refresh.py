@@ -14,9 +14,9 @@ from telegram.constants import ParseMode
 from telegram.error import TelegramError
 
 from bot import render
-from bot.content.live import Edition
 from bot.handlers.common import NO_PREVIEW
 from bot.learner import Learner, LessonProgress
+from bot.library.live import Edition
 from bot.states import Stage, stage
 from bot.storage.db import Database
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup
@@ -27,13 +27,15 @@ from bot.callbacks import (
     StartQuiz,
 )
 from bot.commands import COMMANDS
-from bot.content.model import ChoiceDrill, Course, Drill, Exercise, Lesson, ParsonsDrill, Question
-from bot.drills import DrillProgress, Move, Reason, Verdict, arrangement
+from bot.course.model import ChoiceDrill, Course, Drill, Exercise, Lesson, ParsonsDrill, Question
+from bot.drills import Move, Reason, Verdict, arrangement
 from bot.i18n import _, date, fraction, isolate, ngettext, number, own_name, percent
-from bot.learner import NOT_STARTED, LessonProgress
+from bot.learner import NOT_STARTED, DrillProgress, LessonProgress
 from bot.navigation import Place, slide_index
 from bot.safehtml import Html, bold, code, code_block, escape, fill, italic, join, pre
 from bot.states import Stage, stage
+from bot.telegram_rules.limits import MESSAGE_TEXT_MAX
+from bot.telegram_rules.text import visible_length
 from runner.client import RunResult
 
 
@@ -56,6 +58,10 @@ class PollSpec:
     explanation: str
 
 
+MENU_MARK = "☰"  # the course menu's sign, on every "☰ Lessons" button
+_CROWDED_ROW = 2  # other buttons in a row beyond which a phone has no room for "☰ Lessons"
+
+
 def _button(text: str, data: CallbackData) -> InlineKeyboardButton:
     return InlineKeyboardButton(text, callback_data=data.pack())
 
@@ -64,8 +70,11 @@ def _keyboard(*rows: list[InlineKeyboardButton]) -> InlineKeyboardMarkup:
     return InlineKeyboardMarkup([row for row in rows if row])
 
 
-def _lessons_button() -> list[InlineKeyboardButton]:
-    return [_button(_("☰ Lessons"), ShowMenu())]
+def _lessons_button(*, beside: int = 0) -> list[InlineKeyboardButton]:
+    """The way to the course menu. Beside `beside` other buttons it is the ☰ alone, which every other screen's
+    "☰ Lessons" explains: a phone cuts "☰ Lessons" to "☰ Less…" (read as "show less") in a row of four."""
+    label = MENU_MARK if beside >= _CROWDED_ROW else _("☰ Lessons")
+    return [_button(label, ShowMenu())]
 
 
 def _next_lesson_button(course: Course, lesson: Lesson) -> list[InlineKeyboardButton]:
@@ -393,6 +402,18 @@ def verdict_screen(
     return Screen(join(parts), _practice_buttons(lesson, course, hints_shown, passed=result.passed))
 
 
+def fitting(build: Callable[[int], Screen], room: int) -> Screen:
+    """Return ``build(room)``, or ``build`` of a smaller room if that screen is over Telegram's message limit.
+
+    ``room`` is what a screen may shrink (a run's output): a verdict then always goes out, with less output.
+    """
+    screen = build(room)
+    while (over := visible_length(screen.text) - MESSAGE_TEXT_MAX) > 0 and room > 0:
+        room = max(0, room - over)
+        screen = build(room)
+    return screen
+
+
 def practice_left(course: Course, lesson: Lesson | None) -> Screen:
     """Render the answer to leaving the practice (of ``lesson``, if still in the course), with the ways on."""
     text = escape(
@@ -487,7 +508,8 @@ def drill(course: Course, lesson: Lesson, shown: Drill, view: DrillView) -> Scre
             parts.append(join([_("It prints:"), pre(shown.choices[shown.correct])], "\n"))
     parts += _drill_verdict(lesson, shown, view)
     rows = _drill_moves(lesson, shown, view) if not progress.done else _drill_way_on(course, lesson, shown, view)
-    rows.append(_lessons_button() + _drill_chips(lesson, shown, view.solved))
+    chips = _drill_chips(lesson, shown, view.solved)
+    rows.append(_lessons_button(beside=len(chips)) + chips)
     return Screen(join(parts), _keyboard(*rows))
 
 
@@ -525,7 +547,7 @@ def _drill_verdict(lesson: Lesson, shown: Drill, view: DrillView) -> list[str]:
     if verdict is None:
         return [italic(_("This order is not right yet. Undo a line or start over."))] if progress.checked else []
     messages = {
-        Reason.WRONG_CHOICE: lambda: fill(_("✗ {choice} is not it. Try another one."), choice=code(verdict.detail)),
+        Reason.WRONG_CHOICE: lambda: _wrong_choice(shown, verdict.detail),
         Reason.DISTRACTOR: lambda: fill(
             _("✗ {line} does not belong in this program. Undo and try again."), line=code(verdict.detail)
         ),
@@ -544,6 +566,17 @@ def _drill_verdict(lesson: Lesson, shown: Drill, view: DrillView) -> list[str]:
         Reason.UNAVAILABLE: lambda: escape(_("Running code is unavailable right now. Please try again later.")),
     }
     return [messages[verdict.reason]()] if verdict.reason in messages else []
+
+
+def _wrong_choice(shown: Drill, choice: str) -> Html:
+    """Say that a choice is wrong and why, in the drill's language (its reason is authored per choice)."""
+    index = shown.choices.index(choice) if isinstance(shown, ChoiceDrill) and choice in shown.choices else -1
+    reason = shown.reason(index) if isinstance(shown, ChoiceDrill) else ""
+    lines = [fill(_("✗ {choice} is not it."), choice=code(choice))]
+    if reason:
+        lines.append(lessontext.to_html(reason))
+    lines.append(escape(_("Try another one.")))
+    return join(lines, "\n")
 
 
 def _tap(lesson: Lesson, shown: Drill, progress: DrillProgress, move: Move, arg: int = 0) -> DrillTap:

@@ -9,10 +9,7 @@ mistake fails the type check.
 from __future__ import annotations
 
 import html
-import re
 from collections.abc import Iterable
-
-_TAG = re.compile(r"<[^>]+>")
 
 
 class Html(str):
@@ -62,8 +59,3 @@ def pre(text: str) -> Html:
 def code_block(source: str) -> Html:
     """Return Python source as the code block Telegram highlights (and copies on a tap)."""
     return Html(f'<pre><code class="language-python">{escape(source)}</code></pre>')
-
-
-def visible_text(text: str) -> str:
-    """Return what a learner reads of ``text`` once Telegram has parsed its HTML."""
-    return html.unescape(_TAG.sub("", text))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import secrets
 
-from bot.content.model import Question
+from bot.course.model import Question
 
 SEED_BITS = 31  # fits SQLite's INTEGER and Python's int alike; any width would do
 

@@ -6,7 +6,8 @@ python -m runner exec [--json] [SETTINGS] FILE...
     2 when the runner itself failed (or a setting is invalid).
 python -m runner serve (--socket PATH | --listen tcp://127.0.0.1:PORT) [SETTINGS]
     The service for the bot.  Prints one "READY {...}" line when it has
-    proved its isolation (or "ERROR Type: message" and exits 2).
+    proved its isolation (or "ERROR Type: message" and exits 2); with
+    COURSEBOT_LOG_FORMAT=json that line, as every log line, is a JSON object.
 
 Both read the runner's settings from the environment (RUNNER_*, see
 config.py); a flag given here overrides its variable (``--help`` lists them).
@@ -17,17 +18,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import os
 import sys
 
 from . import config as settings
+from . import logs
 from .backend import Backend
 from .config import RunnerConfig, parse_address
 from .docker_backend import DockerBackend, DockerConfig
 from .errors import InvalidRequest, RunnerConfigError, RunnerError
 from .pool import Pool, PoolConfig
-from .result import RunResult
+from .result import RunResult, Status
 from .service import scrub_environment, serve_forever
 
 
@@ -41,12 +42,13 @@ def make_backend(config: RunnerConfig) -> Backend:
 async def _serve(config: RunnerConfig, addresses: list[str], watch_stdin: bool) -> int:
     scrub_environment()
     backend = make_backend(config)
+    json_lines = config.log_format == "json"
     try:
         await backend.start()
     except RunnerError as e:
-        print(f"ERROR {type(e).__name__}: {e}", flush=True)
+        print(logs.failed(type(e).__name__, str(e), json_lines), flush=True)
         return 2
-    await serve_forever(backend, addresses, watch_stdin=watch_stdin, token=config.token)
+    await serve_forever(backend, addresses, watch_stdin=watch_stdin, token=config.token, json_lines=json_lines)
     return 0
 
 
@@ -74,7 +76,7 @@ async def _exec(config: RunnerConfig, files: list[tuple[str, str]], as_json: boo
             except RunnerError as e:
                 print(f"runner: {path}: {type(e).__name__}: {e}", file=sys.stderr)
                 return 2
-            all_ok &= res.status == "ok"
+            all_ok &= res.status is Status.OK
             if as_json:
                 print(json.dumps(res.public_dict(), ensure_ascii=False), flush=True)
             else:
@@ -135,13 +137,13 @@ def _read_files(paths: list[str]) -> list[tuple[str, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-        stream=sys.stderr,
-    )
+    # Until the settings are read (and should they be what is wrong), the variable as it stands decides.
+    json_lines = os.environ.get("COURSEBOT_LOG_FORMAT", "").strip().lower() == "json"
+    logs.configure(args.verbose, json_lines)
     try:
         config = settings.from_flags(RunnerConfig.from_env(os.environ), args)
+        json_lines = config.log_format == "json"
+        logs.configure(args.verbose, json_lines)
         if args.cmd == "exec":
             files = _read_files(args.files)
         else:
@@ -158,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
     except RunnerError as e:
         if args.cmd == "serve":
-            print(f"ERROR {type(e).__name__}: {e}", flush=True)
+            print(logs.failed(type(e).__name__, str(e), json_lines), flush=True)
         else:
             print(f"runner: {type(e).__name__}: {e}", file=sys.stderr)
         return 2

@@ -21,7 +21,7 @@ from . import grading
 from .errors import InvalidRequest, JobFailed, RunnerBusy
 from .grading import ExerciseChecks
 from .limits import Limits
-from .result import RunResult
+from .result import RunResult, Status
 
 # The last stderr line of a job that ran out of memory without the kernel's OOM killer (an allocation refused
 # by the cgroup's limit shows up as one of these).
@@ -82,7 +82,7 @@ class Request:
             seed = checks.seed if checks is not None and checks.seed is not None else secrets.randbits(63)
         # Python's, torch's and numpy's generators all take it (torch's refuses 2**64 and beyond).
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
-            raise InvalidRequest(f"seed must be a whole number from 0 to 2**63 - 1, got {seed!r}")
+            raise InvalidRequest("seed must be a whole number from 0 to 2**63 - 1")
         return cls(code, lim, checks, seed)
 
 
@@ -126,28 +126,31 @@ class JobEnd:
     truncated: bool = False  # its output reached the output limit
     flooded: bool = False  # it wrote more than allowed on a descriptor the runner reads besides its output
     timed_out: bool = False  # its wall-clock time ran out
+    cpu_exceeded: bool = False  # the runner stopped it for its CPU time (its cgroup's, all processes together)
     oom_killed: bool = False  # the kernel's OOM killer struck in its cgroup
     cpu_s: float | None = None  # CPU seconds it used; None: not measured
 
 
-def classify(end: JobEnd, limits: Limits) -> str:
-    """The job's status (one of result.STATUSES).  Pure; order matters: a limit wins over what it caused."""
+def classify(end: JobEnd, limits: Limits) -> Status:
+    """The job's status.  Pure; order matters: a limit wins over what it caused."""
     if end.truncated or end.flooded:
-        return "output_limit"
+        return Status.OUTPUT_LIMIT
     if end.timed_out:
-        return "timeout"
+        return Status.TIMEOUT
+    if end.cpu_exceeded:
+        return Status.CPU_LIMIT
     if end.oom_killed:
-        return "memory_limit"
+        return Status.MEMORY_LIMIT
     if end.signal is not None:
         # RLIMIT_CPU: SIGXCPU at the soft limit, SIGKILL at the hard one.
         over_cpu = end.signal == signal.SIGXCPU or (
             end.signal == signal.SIGKILL and end.cpu_s is not None and end.cpu_s >= limits.cpu_time_s
         )
-        return "timeout" if over_cpu else "killed"
+        return Status.CPU_LIMIT if over_cpu else Status.KILLED
     if end.exit_code:
         last = [ln for ln in end.stderr.strip().splitlines() if ln.strip()][-1:] or [""]
-        return "memory_limit" if any(m in last[0] for m in MEMORY_ERROR_MARKERS) else "error"
-    return "ok"
+        return Status.MEMORY_LIMIT if any(m in last[0] for m in MEMORY_ERROR_MARKERS) else Status.ERROR
+    return Status.OK
 
 
 # --- the graded-run sequence ------------------------------------------------
@@ -169,9 +172,15 @@ async def run_request(request: Request, run_job: JobRunner, reference: Reference
         reference_seed = checks.reference_seed if checks.reference_seed is not None else request.seed
         expected = await reference(checks, request.limits, reference_seed)
     nonce = grading.new_nonce()
-    result, report = await run_job(request.code, request.limits, request.seed, grading.job_spec(checks, nonce))
+    # The submitted source is read here, outside the sandbox, while the job runs (a parse of up to 64 KiB).
+    of_source = any(c.of_source for c in checks.checks)
+    source = asyncio.ensure_future(asyncio.to_thread(grading.judge_source, checks, request.code)) if of_source else None
+    try:
+        result, report = await run_job(request.code, request.limits, request.seed, grading.job_spec(checks, nonce))
+    finally:
+        judged = await source if source is not None else {}
     # verify() judges any bytes without raising: whatever the sandbox wrote is the learner's attempt, not our failure.
-    outcomes, passed = grading.verify(checks, result.status, report, nonce, expected)
+    outcomes, passed = grading.verify(checks, result.status, report, nonce, expected, judged)
     return dataclasses.replace(result, checks=outcomes, passed=passed)
 
 
@@ -185,7 +194,7 @@ async def run_reference(run_job: JobRunner, checks: ExerciseChecks, limits: Limi
     nonce = grading.new_nonce()
     result, report = await run_job(checks.reference, limits, seed, grading.job_spec(checks, nonce))
     problem = f"status {result.status}"
-    if result.status == "ok":
+    if result.status is Status.OK:
         try:
             values = grading.parse_report(report or b"", nonce)
         except grading.ReportError as e:

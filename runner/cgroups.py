@@ -8,7 +8,9 @@ time is read from the cgroup (cpuacct, or v2's cpu.stat) for the same
 reason: RLIMIT_CPU counts each process apart, so a job of three processes
 burned three times its CPU limit and reported one process's time.  Each job
 gets at most one core (a CFS quota) and is pinned to its own CPUs (cpuset)
-when the host has them, so one job's processes cannot crowd another's.
+when the host has them, so one job's processes cannot crowd another's.  Its
+disk I/O is throttled on every block device (v1 ``blkio``, v2 ``io``) when the
+controller is there, so one job cannot saturate the host's disk.
 
 Both layouts are supported and detected at startup from /proc/self/mountinfo:
 
@@ -38,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import SandboxUnavailable
-from .limits import Limits
+from .limits import DISK_BYTES_PER_S, DISK_IOS_PER_S, Limits
 
 TREE_PREFIX = "coursebot-runner."
 # How to give the runner its cgroup: in a container, the image's entrypoint delegates the container's own
@@ -50,7 +52,7 @@ _DELEGATION_HINT = (
     else "run it as root, or delegate the cgroup to its user, e.g. systemd's Delegate=yes"
 )
 V1_REQUIRED = ("pids", "memory")
-V1_OPTIONAL = ("cpu", "cpuacct", "cpuset")
+V1_OPTIONAL = ("cpu", "cpuacct", "cpuset", "blkio")
 CPU_PERIOD_US = 100_000  # the CFS period; a job's quota is one period per period: one core
 
 
@@ -254,6 +256,28 @@ class JobCgroup:
             return 1.0 if (self.dirs["unified"] / "cpu.max").exists() else None
         return 1.0 if "cpu" in self.dirs else None
 
+    def limit_io(self, devices: list[str], bytes_per_s: int = DISK_BYTES_PER_S, ios: int = DISK_IOS_PER_S) -> int:
+        """Throttle this cell's disk I/O on ``devices`` ("MAJ:MIN"); return how many took the rule (0: no
+        blkio/io controller here, or no device would).  Once per cell: the rule never changes."""
+        done = 0
+        for dev in devices:
+            try:
+                if self.layout.version == 2:
+                    d = self.dirs["unified"]
+                    if not (d / "io.max").exists():
+                        return 0
+                    _write(d / "io.max", f"{dev} rbps={bytes_per_s} wbps={bytes_per_s} riops={ios} wiops={ios}")
+                else:
+                    if "blkio" not in self.dirs:
+                        return 0
+                    for name, value in (("bps", bytes_per_s), ("iops", ios)):
+                        for way in ("read", "write"):
+                            _write(self.dirs["blkio"] / f"blkio.throttle.{way}_{name}_device", f"{dev} {value}")
+            except OSError:  # a device the controller does not throttle (a ramdisk, say): the others still are
+                continue
+            done += 1
+        return done
+
     def add(self, pid: int) -> None:
         data = str(pid).encode()
         for fd in self._add_fds:
@@ -289,14 +313,6 @@ class JobCgroup:
             usec = _parse_kv(raw).get("usage_usec")
             return None if usec is None else usec / 1e6
         return int(raw) / 1e9 if raw.strip().isdigit() else None
-
-    def memory_failcnt(self) -> int:
-        if self.layout.version == 2:
-            return _read_kv(self.dirs["unified"] / "memory.events").get("max", 0)
-        try:
-            return int((self.dirs["memory"] / "memory.failcnt").read_text())
-        except (OSError, ValueError):
-            return 0
 
     def pids(self) -> list[int]:
         try:
@@ -343,6 +359,7 @@ class CgroupTree:
         self.name = name
         self.dirs = {c: p / name for c, p in layout.own.items()}
         self.slots: list[JobCgroup] = []
+        self.io_limited = False  # the cells' disk I/O is throttled (limit_io)
 
     @classmethod
     def create(cls, slots: int, layout: Layout | None = None, name: str | None = None) -> CgroupTree:
@@ -388,13 +405,15 @@ class CgroupTree:
                 dirs[c] = sd
             if self.layout.version == 1:
                 _inherit_cpuset(dirs)
-            self.slots.append(JobCgroup(self.layout, dirs))
+            cell = JobCgroup(self.layout, dirs)
+            self.io_limited = cell.limit_io(block_devices()) > 0
+            self.slots.append(cell)
 
     def _enable_v2_controllers(self) -> None:
         own = self.layout.own["unified"]
         mine = self.dirs["unified"]
         available = (own / "cgroup.controllers").read_text().split()
-        wanted = ["pids", "memory"] + [c for c in ("cpu", "cpuset") if c in available]
+        wanted = ["pids", "memory"] + [c for c in ("cpu", "cpuset", "io") if c in available]
         ctl = " ".join("+" + c for c in wanted)
         try:
             _write(own / "cgroup.subtree_control", ctl)
@@ -428,6 +447,23 @@ def _writable(layout: Layout) -> Layout:
     if layout.version != 1:
         return layout
     return Layout(1, {c: p for c, p in layout.own.items() if c in V1_REQUIRED or os.access(p, os.W_OK)})
+
+
+def block_devices(sys_block: Path = Path("/sys/block")) -> list[str]:
+    """Every block device of the host, as "MAJ:MIN" (whichever holds the files jobs read, under any overlay)."""
+    out = []
+    try:
+        entries = sorted(sys_block.iterdir())
+    except OSError:
+        return []
+    for d in entries:
+        try:
+            dev = (d / "dev").read_text().strip()
+        except OSError:
+            continue
+        if re.fullmatch(r"\d+:\d+", dev):
+            out.append(dev)
+    return out
 
 
 def _inherit_cpuset(dirs: dict[str, Path]) -> None:

@@ -22,19 +22,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
+import logging
 import os
+import random
 import shutil
+import socket
+import subprocess
 import tempfile
 from collections.abc import Callable, Coroutine, Generator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from . import protocol
+from . import logs, protocol
 from .config import RunnerConfig, TcpAddress, UnixAddress, parse_address
 from .errors import (
     BY_NAME,
     InvalidRequest,
+    JobLost,
     ProtocolError,
     RunnerBusy,
     RunnerClosed,
@@ -44,39 +48,94 @@ from .errors import (
     Unauthorized,
 )
 from .grading import KINDS as CHECK_KINDS
+from .grading import SOURCE_KINDS as SOURCE_CHECK_KINDS
 from .grading import Check, ExerciseChecks
+from .info import RunnerInfo, RunnerLoad, sandbox_fingerprint
 from .limits import Limits
-from .result import CheckOutcome, RunResult
+from .result import CheckOutcome, MessageKey, RunResult, Status
 
 # The runner's one public surface: the bot imports these names from here and nothing else of runner/.
 __all__ = [
     "CHECK_KINDS",
+    "SOURCE_CHECK_KINDS",
     "Check",
     "CheckOutcome",
     "ExerciseChecks",
     "InvalidRequest",
+    "JobLost",
     "Limits",
+    "MessageKey",
     "RunResult",
+    "Runner",
     "RunnerBusy",
     "RunnerClient",
     "RunnerClosed",
     "RunnerConfig",
     "RunnerConfigError",
     "RunnerError",
+    "RunnerInfo",
+    "RunnerLoad",
     "SandboxUnavailable",
+    "Status",
     "TcpAddress",
     "Unauthorized",
     "UnixAddress",
+    "embedded_fingerprint",
     "parse_address",
 ]
+
+log = logging.getLogger("runner.client")
+
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 
 
+class Runner(Protocol):
+    """What the bot needs of a runner (``RunnerClient`` is one): run code, say what it runs with, and its load."""
+
+    @property
+    def info(self) -> RunnerInfo: ...
+
+    async def run(
+        self,
+        code: str,
+        limits: Limits | Mapping[str, Any] | None = None,
+        checks: ExerciseChecks | None = None,
+        seed: int | None = None,
+    ) -> RunResult: ...
+
+    async def ping(self) -> bool: ...
+
+    async def load(self) -> RunnerLoad: ...
+
+
+def embedded_fingerprint(config: RunnerConfig) -> str | None:
+    """Return the fingerprint an embedded runner with ``config`` reports, known without starting it.
+
+    The embedded runner runs this package in ``config.python``, so its fingerprint is this package's with
+    that interpreter's torch.  None when that cannot be known here (the Docker backend: its image decides).
+    """
+    if config.backend != "sandbox":
+        return None
+    probe = "import importlib.metadata as m\ntry: print(m.version('torch'))\nexcept m.PackageNotFoundError: pass"
+    try:
+        done = subprocess.run(
+            [config.python, "-I", "-c", probe], capture_output=True, text=True, timeout=30, check=True
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    version = done.stdout.strip()
+    return sandbox_fingerprint(version) if version else None
+
+
 def worker_env(config: RunnerConfig) -> dict[str, str]:
-    """The worker's whole environment: its settings (RUNNER_*), nothing secret, nothing else inherited."""
+    """The worker's whole environment: its settings (RUNNER_*), nothing secret, nothing else inherited.
+
+    Not even its own secrets: the embedded worker serves a Unix socket only and never needs RUNNER_TOKEN, which
+    would otherwise stay readable in its /proc/PID/environ for as long as it runs.
+    """
     base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "PYTHONPATH": PACKAGE_PARENT}
-    return {**base, **config.to_env()}
+    return {**base, **config.to_env(secrets=False)}
 
 
 class _Opener:
@@ -98,22 +157,63 @@ class _Opener:
             await self._client.close()
 
 
+# Seconds a job waits for a runner that is away (restarting, or its host rebooting) before the client gives up:
+# about one cold start of a runner (torch imported, isolation proved) on a loaded host, with margin.
+RECONNECT_WAIT_S = 30.0
+# Back-off between attempts to reach a runner that is away: from the first to the longest pause, in seconds.
+# The longest stays short, so a runner that is back is found within about a second.
+RECONNECT_FIRST_S = 0.05
+RECONNECT_LONGEST_S = 1.0
+# Back-off between starts of an embedded runner that keeps dying: the first restart is at once, the next ones
+# wait from the first to the longest pause, in seconds; one that ran for STABLE_S resets it.
+RESTART_FIRST_S = 1.0
+RESTART_LONGEST_S = 60.0
+STABLE_S = 60.0
+
+
+class _Backoff:
+    """Pauses that double from ``first`` to ``longest`` (after one of 0 when ``at_once``), each shortened by up
+    to half at random: that spreads over time the many clients (or bot replicas) that lost the same runner."""
+
+    def __init__(self, first: float, longest: float, at_once: bool = False) -> None:
+        self.first, self.longest, self.at_once = first, longest, at_once
+        self._next: float = 0.0
+        self.reset()
+
+    def pause(self) -> float:
+        pause = self._next * random.uniform(0.5, 1.0)
+        self._next = min(max(self._next * 2, self.first), self.longest)
+        return pause
+
+    def reset(self) -> None:
+        self._next = 0.0 if self.at_once else self.first
+
+
 class RunnerClient:
-    """A connection to a runner; ``run`` a snippet, get a RunResult.  Open it with ``connect`` or ``embedded``."""
+    """The bot's side of a runner: ``run`` a snippet, get a RunResult.  Open it with ``connect`` or ``embedded``.
+
+    Every request opens a connection of its own (presenting the token first over TCP) and closes it once
+    answered.  So a runner that restarts is simply reached again by the next request, and a balancer in
+    front of several runners can spread the jobs.  A request finds the runner away (restarting, say): it tries
+    again with back-off, for up to ``wait_s``.  A runner that goes away while it holds a request costs that
+    request a JobLost, which the bot turns into "send it again".
+    """
 
     def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request_timeout_s: float | None = None
+        self,
+        address: UnixAddress | TcpAddress,
+        token: str | None = None,
+        connect_timeout_s: float = 10.0,
+        request_timeout_s: float | None = None,
     ) -> None:
-        self._reader, self._writer = reader, writer
+        self._address = address
+        self._token = token
+        self._connect_timeout_s = connect_timeout_s
         self._request_timeout_s = request_timeout_s
         self._ids = itertools.count(1)
-        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
-        self._lock = asyncio.Lock()
         self._closed = False
-        self._proc: asyncio.subprocess.Process | None = None
-        self._tmpdir: str | None = None
-        self.info: dict[str, Any] = {}
-        self._reader_task = asyncio.ensure_future(self._read_loop())
+        self._embedded: _Embedded | None = None
+        self._info: RunnerInfo | None = None
 
     # --- opening -----------------------------------------------------------
     @classmethod
@@ -121,25 +221,34 @@ class RunnerClient:
         """A runner already running at ``unix:///path``, an absolute path, or ``tcp://host:port``.
 
         Over TCP the runner wants its token (``RunnerConfig.token``, from RUNNER_TOKEN): without the right
-        one, awaiting raises Unauthorized.  A malformed address raises RunnerConfigError here; an
-        unreachable one, RunnerClosed when awaited.
+        one, awaiting raises Unauthorized.  A malformed address raises RunnerConfigError here; one that
+        does not answer within ``timeout`` seconds, RunnerClosed when awaited.
         """
         where = parse_address(address)
 
         async def open_() -> RunnerClient:
+            client = cls(where, token=token, connect_timeout_s=timeout)
+            await client._read_info(timeout, wait_s=timeout)
+            return client
+
+        return _Opener(open_)
+
+    @classmethod
+    def embedded(cls, config: RunnerConfig | None = None) -> _Opener:
+        """Start ``python -m runner serve`` as our child, with every setting of ``config``, and connect to it.
+
+        A child that dies is started again (at once, then with back-off while it keeps dying); requests made
+        meanwhile wait for it.  It fails to start the first time: awaiting raises what it said.
+        """
+        config = config or RunnerConfig()
+
+        async def open_() -> RunnerClient:
+            embedded = _Embedded(config)
+            await embedded.start()
+            client = cls(UnixAddress(embedded.socket), request_timeout_s=config.request_timeout_s)
+            client._embedded = embedded
             try:
-                if isinstance(where, UnixAddress):
-                    opening = asyncio.open_unix_connection(where.path, limit=protocol.MAX_FRAME + 8)
-                else:
-                    opening = asyncio.open_connection(where.host, where.port, limit=protocol.MAX_FRAME + 8)
-                r, w = await asyncio.wait_for(opening, timeout)
-            except (TimeoutError, OSError) as e:
-                raise RunnerClosed(f"cannot reach the runner at {address}: {e}") from None
-            client = cls(r, w)
-            try:
-                if token is not None:
-                    await client.request({"op": "hello", "token": token}, timeout)
-                client.info = await client.request({"op": "info"}, timeout)
+                await client._read_info(30.0)
             except BaseException:
                 await client.close()
                 raise
@@ -147,43 +256,23 @@ class RunnerClient:
 
         return _Opener(open_)
 
-    @classmethod
-    def embedded(cls, config: RunnerConfig | None = None) -> _Opener:
-        """Start ``python -m runner serve`` as our child, with every setting of ``config``, and connect to it."""
-        config = config or RunnerConfig()
+    @property
+    def info(self) -> RunnerInfo:
+        """What the runner runs with, read once when the client connected (a restart changes none of it)."""
+        if self._info is None:
+            raise RunnerClosed("the runner client is not connected")
+        return self._info
 
-        async def open_() -> RunnerClient:
-            tmpdir = tempfile.mkdtemp(prefix="coursebot-runner-")
-            os.chmod(tmpdir, 0o700)
-            sock = os.path.join(tmpdir, "runner.sock")
-            # The settings travel in the worker's environment (worker_env), which it reads as any runner does.
-            argv = [config.python, "-m", "runner", "serve", "--socket", sock, "--watch-stdin"]
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                env=worker_env(config),
-                cwd="/",
-                limit=1 << 20,
-            )
-            try:
-                # The worker imports torch (startup_timeout_s at most), then proves its isolation.
-                line = await asyncio.wait_for(_ready_line(proc), config.startup_timeout_s + 30)
-                if not line.startswith("READY "):
-                    raise _error_from_line(line)
-            except BaseException:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
-                shutil.rmtree(tmpdir, ignore_errors=True)
-                raise
-            r, w = await asyncio.open_unix_connection(sock, limit=protocol.MAX_FRAME + 8)
-            client = cls(r, w, config.request_timeout_s)
-            client._proc, client._tmpdir = proc, tmpdir
-            client.info = json.loads(line[len("READY ") :])
-            return client
+    async def _read_info(self, timeout: float, wait_s: float = 0.0) -> None:
+        reply = await self.request({"op": "info"}, timeout, wait_s=wait_s)
+        if not isinstance(reply, dict):
+            raise ProtocolError("the runner's info is not an object")
+        self._info = RunnerInfo.from_dict(reply)
 
-        return _Opener(open_)
+    @property
+    def _proc(self) -> asyncio.subprocess.Process | None:
+        """The embedded runner's current process (None for a runner elsewhere)."""
+        return self._embedded.proc if self._embedded is not None else None
 
     # --- requests ----------------------------------------------------------
     async def run(
@@ -194,7 +283,7 @@ class RunnerClient:
         seed: int | None = None,
     ) -> RunResult:
         """Run one snippet; a RunResult whatever the code does.  Raises only
-        RunnerError subclasses (RunnerBusy when full, SandboxUnavailable, ...)."""
+        RunnerError subclasses (RunnerBusy when full, JobLost when the runner went away meanwhile, ...)."""
         lim = limits.to_dict() if isinstance(limits, Limits) else (dict(limits) if limits else None)
         msg: dict[str, Any] = {
             "op": "run",
@@ -206,81 +295,86 @@ class RunnerClient:
             msg["seed"] = seed
         timeout = self._request_timeout_s
         if timeout is None:
-            wall = (lim or {}).get("wall_time_s") or self.info.get("limits", {}).get("wall_time_s", 10.0)
+            wall = (lim or {}).get("wall_time_s") or self.info.limits.wall_time_s
             # Queueing plus a reference run for graded checks, plus margin.
             timeout = 3 * float(wall) + 120.0
-        return RunResult.from_dict(await self.request(msg, timeout))
+        return RunResult.from_dict(await self.request(msg, timeout, wait_s=RECONNECT_WAIT_S))
 
     async def ping(self) -> bool:
+        """Whether the runner answers now (no waiting for one that is away: a health check wants the truth)."""
         return bool((await self.request({"op": "ping"}, 10.0)).get("pong"))
 
-    async def request(self, msg: dict[str, Any], timeout: float | None = 30.0) -> Any:
+    async def load(self) -> RunnerLoad:
+        """Return what the runner is doing now: jobs running and waiting."""
+        reply = await self.request({"op": "info"}, 5.0)
+        if not isinstance(reply, dict):
+            raise ProtocolError("the runner's info is not an object")
+        return RunnerLoad.from_dict(reply)
+
+    async def request(self, msg: dict[str, Any], timeout: float | None = 30.0, wait_s: float = 0.0) -> Any:
+        """Send one request on a connection of its own; its result, or the RunnerError it failed with.
+
+        ``timeout`` bounds the answer once connected; ``wait_s`` how long to keep trying to reach a runner
+        that is away (0: one attempt).
+        """
         if self._closed:
             raise RunnerClosed("the runner client is closed")
-        rid = next(self._ids)
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._pending[rid] = fut
+        connection = await self._open(wait_s)
         try:
-            async with self._lock:
-                try:
-                    await protocol.write_frame(self._writer, {**msg, "id": rid})
-                except (ConnectionError, RuntimeError) as e:
-                    raise RunnerClosed(f"lost the runner: {e}") from None
-            reply = await asyncio.wait_for(fut, timeout)
+            return await asyncio.wait_for(self._exchange(connection, msg), timeout)
         except TimeoutError:
             raise RunnerError(f"the runner did not answer in {timeout:.0f} s") from None
         finally:
-            self._pending.pop(rid, None)
+            connection.close()
+
+    async def _open(self, wait_s: float) -> _Connection:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        backoff = _Backoff(RECONNECT_FIRST_S, RECONNECT_LONGEST_S)
+        while True:
+            if self._embedded is not None:
+                await self._embedded.ready(deadline - loop.time())
+            try:
+                return await _Connection.open(self._address, self._connect_timeout_s)
+            except (TimeoutError, OSError) as e:
+                pause = backoff.pause()
+                if loop.time() + pause > deadline:
+                    raise RunnerClosed(f"cannot reach the runner at {self._address}: {e}") from None
+                await asyncio.sleep(pause)
+
+    async def _exchange(self, connection: _Connection, msg: dict[str, Any]) -> Any:
+        """Write the token's hello (over TCP) and the request at once, then read their answers."""
+        frames = []
+        hello = None
+        if self._token is not None:
+            hello = next(self._ids)
+            frames.append(protocol.encode({"op": "hello", "token": self._token, "id": hello}))
+        rid = next(self._ids)
+        frames.append(protocol.encode({**msg, "id": rid}))
+        try:
+            await connection.send(b"".join(frames))
+            while True:
+                reply = await connection.frame()
+                if reply is None:
+                    raise JobLost(f"the runner at {self._address} went away before it answered")
+                if reply.get("id") == hello and hello is not None:
+                    if not reply.get("ok"):
+                        raise _error_from_reply(reply)
+                elif reply.get("id") == rid or not reply.get("ok"):
+                    break
+        except (OSError, ProtocolError) as e:
+            raise JobLost(f"the runner at {self._address} went away before it answered ({e})") from None
         if reply.get("ok"):
             return reply.get("result")
         raise _error_from_reply(reply)
 
-    async def _read_loop(self) -> None:
-        exc: BaseException = RunnerClosed("the runner closed the connection")
-        try:
-            while True:
-                msg = await protocol.read_frame(self._reader)
-                if msg is None:
-                    break
-                rid = msg.get("id")
-                fut = self._pending.get(rid) if isinstance(rid, int) else None
-                if fut is not None and not fut.done():
-                    fut.set_result(msg)
-                elif rid is None and not msg.get("ok"):
-                    exc = _error_from_reply(msg)
-                    break
-        except ProtocolError as e:
-            exc = e
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        except asyncio.CancelledError:
-            exc = RunnerClosed("the runner client is closed")
-        finally:
-            for fut in self._pending.values():
-                if not fut.done():
-                    fut.set_exception(exc)
-
     async def close(self) -> None:
+        """Stop the embedded runner, if this client started one; idempotent."""
         if self._closed:
             return
         self._closed = True
-        self._reader_task.cancel()
-        with contextlib.suppress(BaseException):
-            await self._reader_task
-        with contextlib.suppress(Exception):
-            self._writer.close()
-            await self._writer.wait_closed()
-        if self._proc is not None:
-            if self._proc.stdin is not None:
-                self._proc.stdin.close()  # the worker sees EOF and shuts down
-            try:
-                await asyncio.wait_for(self._proc.wait(), 10.0)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    self._proc.kill()
-                await self._proc.wait()
-        if self._tmpdir:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
+        if self._embedded is not None:
+            await self._embedded.close()
 
     async def __aenter__(self) -> RunnerClient:
         return self
@@ -289,16 +383,184 @@ class RunnerClient:
         await self.close()
 
 
-async def _ready_line(proc: asyncio.subprocess.Process) -> str:
+class _Connection:
+    """One request's connection: a plain non-blocking socket read and written on the event loop.
+
+    Lighter than asyncio's streams, which a connection this short would set up for one frame each way.
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._buffer = bytearray()
+        self._loop = asyncio.get_running_loop()
+
+    @classmethod
+    async def open(cls, where: UnixAddress | TcpAddress, timeout: float) -> _Connection:
+        """Connected, or OSError (BlockingIOError when a Unix socket's backlog is full: try again)."""
+        loop = asyncio.get_running_loop()
+        if isinstance(where, UnixAddress):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.setblocking(False)
+                # A Unix socket connects at once, or fails: asyncio's sock_connect would take a full backlog's
+                # EAGAIN for a connection in progress and hand back a socket that never connected.
+                sock.connect(where.path)
+            except BaseException:
+                sock.close()
+                raise
+            return cls(sock)
+        family, kind, proto, _, address = (await loop.getaddrinfo(where.host, where.port, type=socket.SOCK_STREAM))[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            await asyncio.wait_for(loop.sock_connect(sock, address), timeout)
+        except BaseException:
+            sock.close()
+            raise
+        return cls(sock)
+
+    async def send(self, data: bytes) -> None:
+        await self._loop.sock_sendall(self._sock, data)
+
+    async def frame(self) -> dict[str, Any] | None:
+        """The next frame (checked as protocol.read_frame checks it), or None at a clean end of stream."""
+        if not await self._fill(4):
+            if self._buffer:
+                raise ProtocolError("stream ended inside a frame header")
+            return None
+        n = int.from_bytes(self._buffer[:4], "big")
+        if n > protocol.MAX_FRAME:
+            raise ProtocolError(f"frame of {n} bytes exceeds {protocol.MAX_FRAME}")
+        if not await self._fill(4 + n):
+            raise ProtocolError("stream ended inside a frame")
+        body = bytes(self._buffer[4 : 4 + n])
+        del self._buffer[: 4 + n]
+        return protocol.decode(body)
+
+    async def _fill(self, size: int) -> bool:
+        while len(self._buffer) < size:
+            chunk = await self._loop.sock_recv(self._sock, max(65536, size - len(self._buffer)))
+            if not chunk:
+                return False
+            self._buffer += chunk
+        return True
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+class _Embedded:
+    """The embedded runner: a ``python -m runner serve`` child on a socket in a private folder, kept running."""
+
+    def __init__(self, config: RunnerConfig) -> None:
+        self._config = config
+        self._tmpdir = tempfile.mkdtemp(prefix="coursebot-runner-")
+        os.chmod(self._tmpdir, 0o700)
+        self.socket = os.path.join(self._tmpdir, "runner.sock")
+        self.proc: asyncio.subprocess.Process | None = None
+        self._ready = asyncio.Event()
+        self._closing = False
+        self._keeper: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Start the child; the first start failing raises what it said (and leaves nothing behind)."""
+        try:
+            await self._spawn()
+        except BaseException:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            raise
+        self._keeper = asyncio.ensure_future(self._keep())
+
+    async def _spawn(self) -> None:
+        config = self._config
+        # The settings travel in the worker's environment (worker_env), which it reads as any runner does.
+        argv = [config.python, "-m", "runner", "serve", "--socket", self.socket, "--watch-stdin"]
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env=worker_env(config),
+            cwd="/",
+            limit=1 << 20,
+        )
+        try:
+            # The worker imports torch (startup_timeout_s at most), then proves its isolation.
+            said = await asyncio.wait_for(_announcement(proc), config.startup_timeout_s + 30)
+            if said.facts is None:
+                raise _error_from(said.error or ("RunnerError", "the runner said nothing"))
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+            raise
+        self.proc = proc
+        self._ready.set()
+
+    async def _keep(self) -> None:
+        """Start the child again whenever it dies: at once, then with back-off while it keeps dying young."""
+        loop = asyncio.get_running_loop()
+        backoff = _Backoff(RESTART_FIRST_S, RESTART_LONGEST_S, at_once=True)
+        started = loop.time()
+        while True:
+            assert self.proc is not None
+            status = await self.proc.wait()
+            self._ready.clear()
+            if loop.time() - started >= STABLE_S:
+                backoff.reset()
+            pause = backoff.pause()
+            log.warning("the embedded runner exited (status %s); starting it again in %.1f s", status, pause)
+            while True:
+                await asyncio.sleep(pause)
+                started = loop.time()
+                try:
+                    await self._spawn()
+                    break
+                except (RunnerError, OSError) as e:
+                    pause = backoff.pause()
+                    log.warning("the embedded runner did not start again (%s); next try in %.1f s", e, pause)
+            log.warning("the embedded runner is running again")
+
+    async def ready(self, within_s: float) -> None:
+        """Return once the child is running; RunnerClosed if it is not back within ``within_s`` seconds."""
+        if self._ready.is_set():
+            return
+        try:
+            await asyncio.wait_for(self._ready.wait(), max(0.0, within_s))
+        except TimeoutError:
+            raise RunnerClosed("the embedded runner is starting again and is not ready yet") from None
+
+    async def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        if self._keeper is not None:
+            self._keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._keeper
+        proc = self.proc
+        if proc is not None and proc.returncode is None:
+            if proc.stdin is not None:
+                proc.stdin.close()  # the worker sees EOF and shuts down
+            try:
+                await asyncio.wait_for(proc.wait(), 10.0)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+        shutil.rmtree(self._tmpdir, ignore_errors=True)
+
+
+async def _announcement(proc: asyncio.subprocess.Process) -> logs.Announcement:
+    """The READY or ERROR line the worker says first (as text or JSON); an exit before it is an error too."""
     assert proc.stdout is not None
     while True:
         raw = await proc.stdout.readline()
         if not raw:
             code = await proc.wait()
-            return f"ERROR RunnerError: the runner exited with status {code} before it was ready"
-        line = raw.decode("utf-8", "replace").strip()
-        if line.startswith(("READY ", "ERROR ")):
-            return line
+            return logs.Announcement(error=("RunnerError", f"the runner exited with status {code} before it was ready"))
+        said = logs.read(raw.decode("utf-8", "replace").strip())
+        if said is not None:
+            return said
 
 
 def _error_from_reply(reply: Mapping[str, Any]) -> RunnerError:
@@ -308,10 +570,8 @@ def _error_from_reply(reply: Mapping[str, Any]) -> RunnerError:
     return BY_NAME.get(str(err.get("type")), RunnerError)(str(err.get("message", "runner error")))
 
 
-def _error_from_line(line: str) -> RunnerError:
-    body = line[len("ERROR ") :]
-    name, _, message = body.partition(": ")
+def _error_from(error: tuple[str, str]) -> RunnerError:
+    """The exception an ERROR line names (SandboxUnavailable, saying it all, for a name we do not know)."""
+    name, message = error
     cls = BY_NAME.get(name)
-    if cls is None:
-        return SandboxUnavailable(body)
-    return cls(message)
+    return cls(message) if cls is not None else SandboxUnavailable(f"{name}: {message}")

@@ -28,6 +28,7 @@ from typing import Any
 from .errors import RunnerConfigError
 
 BACKENDS = ("sandbox", "docker")
+LOG_FORMATS = ("text", "json")
 # Where bwrap is when it is not on PATH (Debian's and Ubuntu's package put it there).
 FALLBACK_BWRAP = "/usr/bin/bwrap"
 MAX_UID = 2**32 - 2  # (uid_t)-1 means "no uid" to the kernel
@@ -54,6 +55,8 @@ class RunnerConfig:
     docker_host: str | None = None  # the Docker engine; None: Docker's default socket
     # The secret every TCP connection to `serve --listen` must present (None: no TCP listener may start).
     token: str | None = field(default=None, repr=False)
+    # "text" log lines, or "json": one object per line, the READY line too (the bot's variable: one switch).
+    log_format: str = "text"
     # Not settings of the worker, but of the embedded client that starts it:
     python: str = sys.executable  # the interpreter `python -m runner serve` runs on (it needs torch)
     request_timeout_s: float | None = None  # None: three times the job's wall limit, plus margin
@@ -81,12 +84,12 @@ class RunnerConfig:
                 values[s.field] = s.read(raw, s.variable, f"; unset it for the default ({s.default()})")
         return cls(**values)
 
-    def to_env(self) -> dict[str, str]:
-        """The variables that make ``from_env`` give these settings back (for a worker's environment)."""
+    def to_env(self, secrets: bool = True) -> dict[str, str]:
+        """The variables that make ``from_env`` give these settings back (without the secret ones: all but those)."""
         out = {}
         for s in SETTINGS:
             value = getattr(self, s.field)
-            if value is not None:
+            if value is not None and (secrets or not s.secret):
                 out[s.variable] = repr(value) if isinstance(value, float) else str(value)
         return out
 
@@ -136,6 +139,9 @@ class Choice(Rule):
         self.options = options
         self.text = "one of " + ", ".join(options)
         self.metavar = "{" + ",".join(options) + "}"
+
+    def cast(self, raw: str) -> object:
+        return raw.lower()  # as the bot reads its own choices: JSON is json
 
     def accepts(self, value: object) -> bool:
         return value in self.options
@@ -269,6 +275,13 @@ SETTINGS: tuple[Setting, ...] = (
         optional=True,
         default_text="unset",
         secret=True,
+    ),
+    Setting(
+        "log_format",
+        "COURSEBOT_LOG_FORMAT",
+        "--log-format",
+        "text, or json: one object per line, the READY line too (the bot's own variable)",
+        Choice(*LOG_FORMATS),
     ),
 )
 

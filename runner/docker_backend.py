@@ -5,8 +5,12 @@ Selected with RUNNER_BACKEND=docker (or ``--backend docker``).  It needs the
 an image with Python and torch (RUNNER_DOCKER_IMAGE).  Every job
 gets: no network (``network_mode="none"``), a read-only root, a tmpfs working
 dir and /tmp, memory (no swap) and pids limits, rlimits for CPU, file size and
-descriptors, ``cap_drop=ALL``, ``no-new-privileges``, a non-root user and a
-cleared environment.  There is no warm zygote here: each job starts a cold
+descriptors, ``cap_drop=ALL``, ``no-new-privileges``, a cleared environment, the
+sandbox's seccomp policy (``seccomp.docker_profile``: no ``sync``, no
+``io_uring``, no page-cache probes, ...), /proc masked down to its processes and
+/sys masked whole (as in the sandbox), and a host uid of its slot's alone, which
+no host process uses (uids.py): a job runs as no one a host process runs as, so
+none can attach to it or read its memory.  There is no warm zygote here: each job starts a cold
 interpreter, so expect seconds, not milliseconds.
 
 The code, its seed and (for graded checks) the expressions and a nonce reach
@@ -20,7 +24,7 @@ with its volumes.  The image is the project's job target
 (``docker build -t coursebot-job --target job .``): python, torch and this
 runner, no lessons; a missing image is refused at start.
 
-Graded checks work as in the sandbox backend (see grading.py): the container
+Graded checks work as in the sandbox backend (see grading/): the container
 gets the expressions and a nonce, never the expected values; once the code ran
 to its end it writes the extracted values after a marker at the end of its
 stderr, and the runner, outside, decides the verdict.
@@ -32,6 +36,7 @@ import asyncio
 import contextlib
 import json
 import math
+import os
 import signal
 import socket
 import struct
@@ -41,7 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import backend, grading
+from . import backend, grading, info, seccomp, uids
 from .backend import JobEnd, Request, Slots
 from .config import RunnerConfig
 from .errors import JobFailed, SandboxUnavailable
@@ -132,6 +137,29 @@ def split_report(stderr: bytes) -> tuple[bytes, bytes | None]:
     return head[:-1] if head.endswith(b"\n") else head, report
 
 
+# Where Docker's clients find the engine when DOCKER_HOST is unset.
+DEFAULT_SOCKET = "/var/run/docker.sock"
+
+
+def socket_problem(base_url: str | None) -> str | None:
+    """Why this process may not use the engine's Unix socket, as an operator fixes it; None when it may (or TCP)."""
+    url = base_url or os.environ.get("DOCKER_HOST") or f"unix://{DEFAULT_SOCKET}"
+    if not url.startswith("unix://"):
+        return None
+    path = url[len("unix://") :]
+    try:
+        info = os.stat(path)
+    except OSError as e:
+        return f"no Docker engine socket at {path} ({e.strerror}): mount it (-v {path}:{path}) or set DOCKER_HOST"
+    if os.access(path, os.R_OK | os.W_OK):
+        return None
+    return (
+        f"the Docker engine socket {path} belongs to group {info.st_gid}, which this runner (uid {os.getuid()}) "
+        f"is not in: start its container with --group-add {info.st_gid} (--group-add $(stat -c %g {path}) on "
+        "the host; see the README, Docker)"
+    )
+
+
 @dataclass(frozen=True)
 class DockerConfig:
     image: str  # must contain python3, torch and the runner package
@@ -139,7 +167,8 @@ class DockerConfig:
     queue: int  # jobs allowed to wait for a container; one more -> RunnerBusy
     base_url: str | None  # the engine; None: Docker's default socket
     python: str = "python3"  # the image's interpreter
-    user: str = "65534:65534"  # never root in the container
+    # The jobs' host uids (and gids) follow this one: a block of pool_size no other runner holds (uids.py).
+    after_uid: int = 63333
     limits: Limits = DEFAULT  # default limits of a job
 
     @classmethod
@@ -149,18 +178,39 @@ class DockerConfig:
             pool_size=config.pool_size,
             queue=config.queue,
             base_url=config.docker_host,
+            after_uid=config.sandbox_uid,
         )
 
 
-def container_config(limits: Limits, cfg: DockerConfig) -> dict[str, Any]:
-    """Keyword arguments for ``client.containers.create`` (pure, testable); the job itself goes on stdin."""
+# Docker's own masked paths (its defaults, which a container's MaskedPaths replaces rather than extends).
+DOCKER_MASKED = (
+    "/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
+    "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware",
+)  # fmt: skip
+
+
+NOT_MASKED = ("cpuinfo",)
+
+
+def masked_paths(proc: str = "/proc") -> list[str]:
+    """What a job container's /proc and /sys hide, as the sandbox's: /proc shows its processes and nothing else
+    (the host's memory, load, uptime, mounts, devices, kernel command line and boot_id), /sys nothing at all."""
+    entries = [n for n in os.listdir(proc) if not n.isdigit() and not os.path.islink(os.path.join(proc, n))]
+    # But cpuinfo: torch's CPU detection crashes (SIGSEGV in backward) on an empty one with no /sys, and the CPU's
+    # model is the CPUID instruction's to tell anyway.
+    return sorted({*DOCKER_MASKED, "/sys", *(f"/proc/{n}" for n in entries if n not in NOT_MASKED)})
+
+
+def container_config(limits: Limits, cfg: DockerConfig, uid: int) -> dict[str, Any]:
+    """Keyword arguments for ``client.containers.create`` (pure, testable) for a job running as host ``uid``;
+    the job itself goes on stdin.  What the SDK's keywords cannot say (masked paths) is in ``host_extras``."""
     tmpfs_opts = f"rw,nosuid,nodev,noexec,size={limits.tmpfs_bytes},mode=1777"
     # A ceiling only: the container lowers its own limit to the job's once it has started (BOOT).
     cpu = STARTUP_CPU_S + max(1, math.ceil(limits.cpu_time_s))
     return {
         "image": cfg.image,
         "command": [cfg.python, "-I", "-B", "-c", BOOT],
-        "user": cfg.user,
+        "user": f"{uid}:{uid}",
         "working_dir": "/sandbox",
         "environment": {"HOME": "/sandbox", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"},
         "network_mode": "none",
@@ -172,7 +222,7 @@ def container_config(limits: Limits, cfg: DockerConfig) -> dict[str, Any]:
         "pids_limit": limits.max_processes,
         "nano_cpus": 1_000_000_000,  # one core
         "cap_drop": ["ALL"],
-        "security_opt": ["no-new-privileges:true"],
+        "security_opt": ["no-new-privileges:true", "seccomp=" + json.dumps(seccomp.docker_profile())],
         "ipc_mode": "none",
         "ulimits": [
             {"name": "cpu", "soft": cpu, "hard": cpu + 1},
@@ -192,6 +242,11 @@ def container_config(limits: Limits, cfg: DockerConfig) -> dict[str, Any]:
         "log_config": {"type": "local", "config": {"max-size": "1m", "max-file": "1", "compress": "false"}},
         "labels": {"coursebot.runner": "job"},
     }
+
+
+def host_extras() -> dict[str, Any]:
+    """The container's HostConfig fields the SDK has no keyword for."""
+    return {"MaskedPaths": masked_paths()}
 
 
 def read_frames(
@@ -279,6 +334,9 @@ class DockerBackend:
         self.config = config
         self.client: Any = None  # a docker.DockerClient once started (the SDK has no type information)
         self._slots = Slots(config.pool_size, config.queue)
+        self.fingerprint = ""  # of the runner's code and the job image, which holds its own (info.py)
+        self.uids: uids.UidBlock | None = None
+        self._free_uids: list[int] = []  # one per slot: a job takes one, and gives it back once its container is gone
 
     async def start(self) -> DockerBackend:
         try:
@@ -291,9 +349,11 @@ class DockerBackend:
             )
             await asyncio.to_thread(self.client.ping)
         except Exception as e:  # the SDK raises its own errors and requests' alike
-            raise SandboxUnavailable(f"no Docker engine reachable: {e}") from None
+            raise SandboxUnavailable(
+                socket_problem(self.config.base_url) or f"no Docker engine reachable: {e}"
+            ) from None
         try:
-            await asyncio.to_thread(self.client.images.get, self.config.image)
+            image = await asyncio.to_thread(self.client.images.get, self.config.image)
         except docker.errors.ImageNotFound:
             raise SandboxUnavailable(
                 f"the Docker backend's image {self.config.image} is missing: build it with "
@@ -301,6 +361,10 @@ class DockerBackend:
             ) from None
         except Exception as e:
             raise SandboxUnavailable(f"cannot look up the image {self.config.image}: {e}") from None
+        # The image carries the code that runs inside each job and its torch: its id names both.
+        self.fingerprint = info.fingerprint(f"image {image.id}")
+        self.uids = uids.claim(self.config.after_uid, self.config.pool_size)
+        self._free_uids = [self.uids.uid(i) for i in range(self.uids.count)]
         return self
 
     def stats(self) -> dict[str, Any]:
@@ -311,6 +375,8 @@ class DockerBackend:
             "queue": self.config.queue,
             "image": self.config.image,
             "docker_host": self.config.base_url,
+            "fingerprint": self.fingerprint,
+            "job_uids": [self.uids.first, self.uids.count] if self.uids is not None else None,
             "running": self._slots.running,
             "waiting": self._slots.waiting,
         }
@@ -334,14 +400,27 @@ class DockerBackend:
         self, code: str, lim: Limits, seed: int, spec: dict[str, Any] | None
     ) -> tuple[RunResult, bytes | None]:
         async with self._slots.take():
-            return await asyncio.to_thread(self._run_sync, code, lim, seed, spec)
+            uid = self._free_uids.pop()  # as many uids as slots: one is free
+            try:
+                return await asyncio.to_thread(self._run_sync, code, lim, seed, spec, uid)
+            finally:
+                self._free_uids.append(uid)
+
+    def _create(self, lim: Limits, uid: int) -> Any:
+        """A job's container, created (not started) with everything container_config and host_extras say."""
+        from docker.models.containers import _create_container_args  # the SDK's own translation of its keywords
+
+        args = _create_container_args({**container_config(lim, self.config, uid), "version": self.client.api._version})
+        args["host_config"].update(host_extras())
+        created = self.client.api.create_container(**args)
+        return self.client.containers.get(created["Id"])
 
     def _run_sync(
-        self, code: str, lim: Limits, seed: int, spec: dict[str, Any] | None
+        self, code: str, lim: Limits, seed: int, spec: dict[str, Any] | None, uid: int
     ) -> tuple[RunResult, bytes | None]:
         # Room for the learner's output and, in a graded job, the report after it.
         budget = lim.output_bytes + (grading.MAX_REPORT + len(REPORT_MARKER) + 1 if spec is not None else 0)
-        cont = self.client.containers.create(**container_config(lim, self.config))
+        cont = self._create(lim, uid)
         try:
             attached = cont.attach_socket(params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
             connection: socket.socket = getattr(attached, "_sock", attached)
@@ -398,3 +477,5 @@ class DockerBackend:
         if self.client is not None:
             with contextlib.suppress(Exception):
                 self.client.close()
+        if self.uids is not None:
+            self.uids.release()

@@ -27,6 +27,10 @@ class RunnerClosed(RunnerError):
     """The runner is shut down or the connection to it was lost."""
 
 
+class JobLost(RunnerClosed):
+    """The runner went away after a request was sent (it restarted or died): no result; sending it again is safe."""
+
+
 class JobFailed(RunnerError):
     """The sandbox machinery failed while running a job (not the learner's code)."""
 
@@ -53,6 +57,7 @@ BY_NAME: dict[str, type[RunnerError]] = {
         RunnerBusy,
         ProtocolError,
         RunnerClosed,
+        JobLost,
         JobFailed,
         InvalidRequest,
         Unauthorized,

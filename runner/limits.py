@@ -51,10 +51,10 @@ class Limits:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-                raise InvalidRequest(f"limit {f.name} must be a finite number above 0, got {v!r}")
+                raise InvalidRequest(f"limit {f.name} must be a finite number above 0")
             if f.type == "int" and not isinstance(v, int):
                 if not v.is_integer():
-                    raise InvalidRequest(f"limit {f.name} must be a whole number, got {v!r}")
+                    raise InvalidRequest(f"limit {f.name} must be a whole number")
                 object.__setattr__(self, f.name, int(v))
 
     def to_dict(self) -> dict[str, Any]:
@@ -69,7 +69,7 @@ class Limits:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - known
         if unknown:
-            raise InvalidRequest(f"unknown limits: {sorted(unknown)}")
+            raise InvalidRequest(f"unknown limits: a job's limits are {', '.join(sorted(known))}")
         merged = dataclasses.replace(base, **dict(data))
         return merged.clamped()
 
@@ -83,6 +83,17 @@ class Limits:
 
 
 DEFAULT = Limits()
+
+# A job's disk I/O, on every block device of the host (the blkio controller's throttle on cgroup v1, io.max
+# on v2), reads and writes each: a job reads only the shared read-only files (its writable mounts are tmpfs),
+# and reading those in a loop once made host disk reads go from 20 MiB to 1.2 GiB in 4 s and tripled the
+# host's fsync p90.  A lesson reads nothing from disk (the zygote has imported what jobs use).
+DISK_BYTES_PER_S = 16 * MiB
+DISK_IOS_PER_S = 200
+
+# Signals a job may have queued at once (RLIMIT_SIGPENDING): a job counts them under its slot's uid, and all
+# jobs together under the sandbox's, whose limit is the host's (~96,000): 64 each keeps every job far from it.
+SIGNALS_QUEUED = 64
 
 # Hard ceilings: a request asking for more gets these.  Sized for a 2-core,
 # 24 GiB machine running a couple of jobs at once.

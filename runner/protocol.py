@@ -4,7 +4,8 @@ A frame is a 4-byte big-endian length followed by that many bytes of UTF-8
 JSON, an object that always carries ``"v": VERSION``.  Requests:
 
     {"v": 1, "id": 7, "op": "run", "code": "...", "limits": {...} | null,
-     "checks": {...} | null}
+     "checks": {...} | null}            (+ "trace": true: the result carries its
+                                         stage marks, see trace.py)
     {"v": 1, "id": 8, "op": "ping"}
     {"v": 1, "id": 9, "op": "info"}
 
@@ -15,7 +16,9 @@ Responses carry the same id:
 
 A frame of another version is answered with a ProtocolError response (when it
 has an id) and never acted on.  Several requests may be in flight on one
-connection; responses may come back in any order.
+connection; responses may come back in any order.  The client opens one
+connection per request (runner.client), so a runner that restarts, or a
+balancer in front of several, sees jobs one by one.
 
 Frames come from peers that may be hostile (any local user can reach a TCP
 listener): a frame is strict JSON (no NaN or Infinity), at most ``MAX_FRAME``
@@ -67,7 +70,7 @@ def parse(body: bytes) -> dict[str, Any]:
 def check_version(msg: dict[str, Any]) -> dict[str, Any]:
     """``msg`` if it speaks this protocol's version; else ProtocolError."""
     if msg.get("v") != VERSION:
-        raise ProtocolError(f"unsupported protocol version {msg.get('v')!r}; this runner speaks v{VERSION}")
+        raise ProtocolError(f"unsupported protocol version; this runner speaks v{VERSION}")
     return msg
 
 

@@ -4,12 +4,44 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
-# Every way a job can end.  "ok" and "error" are the learner's own doing
-# (exit status 0 / non-zero or an uncaught exception); the others are limits.
-STATUSES = ("ok", "error", "timeout", "memory_limit", "output_limit", "killed")
+
+class Status(StrEnum):
+    """Every way a job can end.  OK and ERROR are the learner's own doing (exit status 0 / non-zero or an
+    uncaught exception); the others are limits, each named for the limit that stopped the job (TIMEOUT the
+    wall clock's, CPU_LIMIT the CPU time's).  On the wire, the value ("ok", "timeout", ...)."""
+
+    OK = "ok"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    CPU_LIMIT = "cpu_limit"
+    MEMORY_LIMIT = "memory_limit"
+    OUTPUT_LIMIT = "output_limit"
+    KILLED = "killed"
+
+
+class MessageKey(StrEnum):
+    """What a check's outcome says (its params in brackets); the bot words each one.  On the wire, the value."""
+
+    PASSED = "checks.passed"  # {expr}
+    MISMATCH = "checks.mismatch"  # {expr, got, expected, and the facts ratio, got_none, still_requires_grad}
+    ERROR = "checks.error"  # {expr, error}: the expression raised
+    WRONG_TYPE = "checks.wrong_type"  # {expr, got}: a value extraction does not read
+    NO_REPORT = "checks.no_report"  # {status, reason}: the code ran to its end but its results were unusable
+    NOT_RUN = "checks.not_run"  # {status}: the job did not end "ok"
+    NO_REFERENCE = "checks.no_reference"  # {}: the reference solution gave no value for the check
+    SOURCE = "checks.source"  # {kind, expr}: the submitted source does not show the exercise's concept
+
+
+def message_key(value: str) -> MessageKey | str:
+    """Return ``value`` as a MessageKey when it is one (a check may also name a key of its own)."""
+    try:
+        return MessageKey(value)
+    except ValueError:
+        return value
 
 
 @dataclass(frozen=True)
@@ -18,11 +50,12 @@ class CheckOutcome:
 
     id: str
     passed: bool
-    # A locale key the bot translates (e.g. "check.mismatch"), and its params.
-    message_key: str
+    # What the outcome says (a check may name a key of its own instead), and its params.
+    message_key: MessageKey | str
     params: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "message_key", message_key(self.message_key))
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
 
     def to_dict(self) -> dict[str, Any]:
@@ -33,14 +66,14 @@ class CheckOutcome:
         return cls(
             id=str(d["id"]),
             passed=bool(d["passed"]),
-            message_key=str(d["message_key"]),
+            message_key=message_key(str(d["message_key"])),
             params=dict(d.get("params") or {}),
         )
 
 
 @dataclass(frozen=True)
 class RunResult:
-    status: str  # one of STATUSES
+    status: Status
     stdout: str  # decoded UTF-8 (undecodable bytes replaced)
     stderr: str  # idem; a traceback shows only the learner's frames
     exit_code: int | None  # process exit code, None when killed by a signal
@@ -54,13 +87,12 @@ class RunResult:
     cpu_time_ms: float = 0.0  # CPU (user + system) of the learner's processes
 
     def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"unknown status {self.status!r}")
+        object.__setattr__(self, "status", Status(self.status))  # ValueError for a status no job ends with
         object.__setattr__(self, "checks", tuple(self.checks))
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status is Status.OK
 
     @property
     def graded(self) -> bool:
@@ -82,7 +114,7 @@ class RunResult:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RunResult:
         return cls(
-            status=str(d["status"]),
+            status=Status(str(d["status"])),
             stdout=str(d["stdout"]),
             stderr=str(d["stderr"]),
             exit_code=d.get("exit_code"),

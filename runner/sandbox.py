@@ -20,20 +20,27 @@ sandboxed interpreter takes seconds) yet get namespaces of its own:
    Because bwrap resolves bind sources as that uid, and the interpreter may
    live under /root (mode 0700), a short-lived *launcher* first binds every
    source onto a traversable staging directory inside a private mount
-   namespace, then drops to ``sandbox_uid`` and execs bwrap.
+   namespace, then drops to ``sandbox_uid`` and execs bwrap.  The sandbox's
+   user namespace then maps, besides ``sandbox_uid``, a block of host uids
+   of the jobs (one per slot, uids.py), which the runner writes into it
+   (bwrap's ``--userns-block-fd``: only root may map uids other than its
+   own), and the zygote keeps CAP_SETUID and CAP_SETGID to hand each job
+   its slot's uid.
 
 2. **Each job** (``enter_job()`` below, run by the zygote's forked child):
    a pid namespace of its own (a tiny init is pid 1, the learner is pid 2),
    its own mount namespace with a fresh /proc, its own devpts (a few
    terminals), tmpfs working dir, /tmp and /dev/shm (all thrown away with
    the namespace), its own net and ipc
-   namespaces, rlimits, every capability dropped, the stricter seccomp
-   filter, stdin on /dev/null and no inherited descriptors.  The runner
-   puts it in a cgroup (pids + memory) before it runs a single learner line.
+   namespaces, its slot's host uid (when the runner is root), rlimits,
+   every capability dropped, the stricter seccomp filter, stdin on
+   /dev/null and no inherited descriptors.  The runner puts it in a cgroup
+   (pids + memory) before it runs a single learner line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import importlib.util
@@ -51,7 +58,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import SandboxUnavailable
-from .limits import Limits
+from .limits import SIGNALS_QUEUED, Limits
 
 if TYPE_CHECKING:  # the zygote imports this module inside the sandbox: nothing more than it needs
     from .config import RunnerConfig
@@ -196,6 +203,20 @@ def package_dir() -> str:
 
 
 @dataclass
+class UsernsSetup:
+    """What the runner writes into the sandbox's user namespace while bwrap waits for it (root only)."""
+
+    info_fd: int  # bwrap writes its child's pid here (--info-fd), as JSON
+    block_fd: int  # one byte here lets bwrap go on (--userns-block-fd)
+    maps: str  # the lines of uid_map and of gid_map (gids have the uids' numbers)
+
+    def close(self) -> None:
+        for fd in (self.info_fd, self.block_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+@dataclass
 class LaunchPlan:
     """A ready-to-run command line for a sandboxed interpreter."""
 
@@ -203,6 +224,7 @@ class LaunchPlan:
     pass_fds: list[int]
     cleanup: list[str] = field(default_factory=list)  # host paths to remove later
     close_after_spawn: list[int] = field(default_factory=list)
+    userns: UsernsSetup | None = None  # what the runner must write before the sandbox goes on
 
     def close_fds(self) -> None:
         for fd in self.close_after_spawn:
@@ -250,10 +272,18 @@ def sandbox_env() -> dict[str, str]:
     }
 
 
-def plan(cfg: SandboxConfig, inner_argv: list[str], extra_fds: list[int], seccomp_filter: bytes | None) -> LaunchPlan:
+def plan(
+    cfg: SandboxConfig,
+    inner_argv: list[str],
+    extra_fds: list[int],
+    seccomp_filter: bytes | None,
+    job_uids: tuple[int, int] | None = None,
+) -> LaunchPlan:
     """Build the launcher + bwrap command line that runs ``inner_argv`` sandboxed.
 
-    ``extra_fds`` stay open across the exec (e.g. the zygote's control socket).
+    ``extra_fds`` stay open across the exec (e.g. the zygote's control socket).  ``job_uids`` (first,
+    count): host uids the sandbox's user namespace maps besides its own, for jobs (the runner must be root
+    and complete the namespace: ``complete_userns``).
     """
     if not os.access(cfg.bwrap, os.X_OK):
         raise SandboxUnavailable(
@@ -278,9 +308,18 @@ def plan(cfg: SandboxConfig, inner_argv: list[str], extra_fds: list[int], seccom
         os.chmod(stage, 0o755)
         cleanup.append(stage)
 
-    passwd = f"learner:x:{uid}:{gid}:learner:{WORKDIR}:/bin/false\n".encode()
-    group = f"learner:x:{gid}:\n".encode()
+    jobs = range(job_uids[0], job_uids[0] + job_uids[1]) if as_root and job_uids else range(0)
+    users = [(uid, gid), *((u, u) for u in jobs)]
+    passwd = "".join(f"learner:x:{u}:{g}:learner:{WORKDIR}:/bin/false\n" for u, g in users).encode()
+    group = "".join(f"learner:x:{g}:\n" for _u, g in users).encode()
     fds: list[int] = []
+    userns = None
+    if jobs:
+        info_r, info_w = os.pipe2(os.O_CLOEXEC)
+        block_r, block_w = os.pipe2(os.O_CLOEXEC)
+        fds += [info_w, block_r]
+        maps = f"{uid} {uid} 1\n{jobs.start} {jobs.start} {len(jobs)}\n"
+        userns = UsernsSetup(info_r, block_w, maps)
     args: list[str] = [
         cfg.bwrap,
         "--unshare-user",
@@ -302,8 +341,18 @@ def plan(cfg: SandboxConfig, inner_argv: list[str], extra_fds: list[int], seccom
         "CAP_SETPCAP",
         "--clearenv",
     ]
+    if userns is not None:
+        # The runner maps the jobs' uids (bwrap waits for it), and the zygote gives each job its slot's.
+        args += ["--userns-block-fd", str(block_r), "--info-fd", str(info_w)]
+        args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     for k, v in sandbox_env().items():
         args += ["--setenv", k, v]
+    # The directories above each mount point, made first and open to all: bwrap makes missing ones 0700, which the
+    # jobs' uids (not the sandbox's, see uids.py) could not cross to reach the interpreter.
+    above = {str(p) for _src, dest in binds for p in Path(dest).parents if str(p) != "/"}
+    above |= {str(p) for p in Path("/etc/passwd").parents if str(p) != "/"}
+    for d in sorted(above, key=lambda p: (p.count("/"), p)):
+        args += ["--perms", "0755", "--dir", d]
     stage_binds: list[list[str]] = []
     for i, (src, dest) in enumerate(binds):
         if stage:
@@ -352,7 +401,39 @@ def plan(cfg: SandboxConfig, inner_argv: list[str], extra_fds: list[int], seccom
         str(Path(package_dir()).parent),
         json.dumps(spec),
     ]
-    return LaunchPlan(argv=launcher, pass_fds=fds + list(extra_fds), cleanup=cleanup, close_after_spawn=fds)
+    return LaunchPlan(
+        argv=launcher, pass_fds=fds + list(extra_fds), cleanup=cleanup, close_after_spawn=fds, userns=userns
+    )
+
+
+def complete_userns(setup: UsernsSetup, launcher_pid: int) -> None:
+    """Write the uid and gid maps of the sandbox's user namespace, then let bwrap go on (blocking; root only).
+
+    bwrap names its child on the info pipe once it has cloned it into the new namespace; that child must be
+    the launcher's own (bwrap is the launcher, exec'd), or nothing is written.
+    """
+    try:
+        raw = b""
+        while chunk := os.read(setup.info_fd, 4096):
+            raw += chunk
+            if len(raw) > 65536:
+                break
+        try:
+            child = int(json.loads(raw)["child-pid"])
+        except (ValueError, KeyError, TypeError):
+            raise SandboxUnavailable(f"bwrap did not say where its sandbox is ({raw[:200]!r})") from None
+        with open(f"/proc/{child}/stat", "rb") as f:
+            ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        if ppid != launcher_pid:
+            raise SandboxUnavailable(f"bwrap's child {child} is not the launcher's ({ppid} != {launcher_pid})")
+        for name in ("uid_map", "gid_map"):
+            with open(f"/proc/{child}/{name}", "w") as f:
+                f.write(setup.maps)
+        os.write(setup.block_fd, b"1")
+    except OSError as e:
+        raise SandboxUnavailable(f"cannot map the jobs' uids into the sandbox: {e}") from None
+    finally:
+        setup.close()
 
 
 def launcher_main() -> None:
@@ -421,9 +502,10 @@ def host_problems(cfg: SandboxConfig) -> list[str]:
 # --- inside the sandbox: a job's own namespaces ----------------------------
 
 
-def enter_job(limits: Limits) -> int:
+def enter_job(limits: Limits, owner: tuple[int, int] | None = None) -> int:
     """In a freshly forked job process (pid 2 of its own pid namespace):
-    private mount, net and ipc namespaces; a fresh /proc and devpts; per-job tmpfs."""
+    private mount, net and ipc namespaces; a fresh /proc and devpts; per-job tmpfs (owned by ``owner``'s
+    uid and gid: the ids the job will run as, else our own)."""
     unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC)
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     # A /proc of this pid namespace (the job sees only itself and its init) with nothing but the processes
@@ -432,7 +514,7 @@ def enter_job(limits: Limits) -> int:
     # Terminals of its own (/dev/ptmx is bwrap's symlink to pts/ptmx): the zygote's devpts would let
     # concurrent jobs open each other's terminals, and every instance draws on the host's kernel.pty.max.
     mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, f"newinstance,ptmxmode=0666,mode=0600,max={JOB_PTYS}")
-    uid, gid = os.getuid(), os.getgid()
+    uid, gid = owner or (os.getuid(), os.getgid())
     size = int(limits.tmpfs_bytes)
     for target, mode in JOB_TMPFS:
         mount(
@@ -451,21 +533,35 @@ JOB_PROC_OPTIONS = "subset=pid,hidepid=invisible"
 JOB_PTYS = 4  # pseudo-terminals a job may hold at once (no lesson needs one; a library might open one)
 
 
+def become(uid: int, gid: int) -> None:
+    """Run as ``uid``/``gid`` (numbers of the sandbox's user namespace), no supplementary groups.
+
+    Not from or to uid 0, so the kernel keeps the capabilities the job's setup still needs (they go later).
+    """
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+
+
+def own_user_namespace() -> None:
+    """Enter a user namespace of the job's own, mapping only its uid and gid (no capability survives it).
+
+    The kernel counts some per-user figures per user namespace and uid (signals queued: SigQ; also the
+    pending-signal limit): a job's own namespace keeps them its own even where jobs share a host uid (a runner
+    that is not root, see uids.py).  Pipe buffer pages are counted per host uid only: per-slot uids do that.
+    """
+    uid, gid = os.getuid(), os.getgid()
+    unshare(CLONE_NEWUSER)
+    for name, line in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as f:
+            f.write(line)
+
+
 def send_credentials(sock: socket.socket, payload: bytes = b"hello") -> None:
     """Tell the runner our pid *as the runner sees it*: the kernel translates
     an SCM_CREDENTIALS pid into the receiver's pid namespace."""
     creds = struct.pack("=iII", os.getpid(), os.getuid(), os.getgid())
     sock.sendmsg([payload], [(socket.SOL_SOCKET, SCM_CREDENTIALS, creds)])
-
-
-def recv_credentials(sock: socket.socket, bufsize: int = 4096) -> tuple[bytes, int | None]:
-    """(payload, sender's pid in our namespace) — pid None if no credentials came."""
-    data, anc, _flags, _addr = sock.recvmsg(bufsize, socket.CMSG_SPACE(12))
-    pid = None
-    for level, kind, cdata in anc:
-        if level == socket.SOL_SOCKET and kind == SCM_CREDENTIALS and len(cdata) >= 12:
-            pid = struct.unpack("=iII", cdata[:12])[0]
-    return data, pid
 
 
 class _CapHeader(ctypes.Structure):
@@ -477,7 +573,7 @@ class _CapData(ctypes.Structure):
 
 
 _CAPS: tuple[_CapHeader, ctypes.Array[_CapData]] | None = None
-_BOUNDING: tuple[int, ...] | None = None  # capabilities in the zygote's bounding set
+_BOUNDING: tuple[int, ...] | None = None  # capabilities a job drops from its bounding set
 
 
 def bounding_set(status: str) -> tuple[int, ...]:
@@ -491,10 +587,13 @@ def prepare_job_primitives() -> None:
     """Build what jobs use, once, in the zygote (not per job)."""
     global _CAPS, _BOUNDING
     _CAPS = (_CapHeader(0x20080522, 0), (_CapData * 2)())  # _LINUX_CAPABILITY_VERSION_3
-    # The bounding set as bwrap left it (two capabilities): jobs drop those,
-    # not all 64 numbers one by one.
-    with open("/proc/self/status") as f:
-        _BOUNDING = bounding_set(f.read())
+    # Every capability the kernel knows: a job enters a user namespace of its own (own_user_namespace), whose
+    # bounding set starts full, so all go, not only the few bwrap left the zygote.
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            _BOUNDING = tuple(range(int(f.read()) + 1))
+    except (OSError, ValueError):
+        _BOUNDING = None  # every number, up to the first the kernel does not know
 
 
 def drop_capabilities() -> None:
@@ -520,6 +619,7 @@ def set_rlimits(limits: Limits) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_MEMLOCK, (0, 0))
     resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_SIGPENDING, (SIGNALS_QUEUED, SIGNALS_QUEUED))
     # No real-time scheduling and no nice below the default, whatever the runner was started with: a
     # SCHED_FIFO loop would starve the host, outside anything the cgroups' CPU quota sees in time.
     resource.setrlimit(resource.RLIMIT_RTPRIO, (0, 0))

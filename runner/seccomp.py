@@ -23,7 +23,12 @@ tells the host's load and memory).  A few are decided by their arguments:
 * ``ioctl``: never TIOCSTI or TIOCLINUX (terminal injection) nor TIOCSETD (line disciplines);
 * ``fcntl``: only the commands in ``FCNTL_ALLOW`` (no record locks, leases or directory notifications);
 * ``clone``: no namespace flags in jobs; ``clone3`` is ENOSYS (its flags live in memory a filter cannot
-  read), which makes glibc use ``clone``.
+  read), which makes glibc use ``clone``;
+* ``preadv2``/``pwritev2``: never with ``RWF_NOWAIT``, which tells whether a file's pages are in the page
+  cache (what other jobs or the host read lately);
+* ``madvise`` in jobs: never ``MADV_WILLNEED``, ``MADV_COLD`` or ``MADV_PAGEOUT`` (reading ahead, and
+  evicting shared files' pages from the page cache: a probe, and a cost to everyone).  ``fadvise64`` and
+  ``readahead`` are refused to jobs outright (``JOB_DENY``), for the same reasons.
 
 An architecture check kills the process for foreign ABIs (i386 via int 0x80, x32), which would
 otherwise bypass the syscall numbers below.
@@ -76,6 +81,9 @@ TIOCSTI = 0x5412  # inject bytes into a terminal's input
 TIOCLINUX = 0x541C
 TIOCSETD = 0x5423  # attach a line discipline to a terminal: old kernel attack surface, nothing a lesson needs
 IOCTL_DENY = (TIOCSTI, TIOCLINUX, TIOCSETD)
+RWF_NOWAIT = 0x00000008  # preadv2/pwritev2 flag (include/uapi/linux/fs.h)
+MADV_WILLNEED, MADV_COLD, MADV_PAGEOUT = 3, 20, 21
+MADVISE_DENY = (MADV_WILLNEED, MADV_COLD, MADV_PAGEOUT)
 CLONE_NS_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x00000080
 
 # fcntl commands anyone may use (include/uapi/asm-generic/fcntl.h, linux/fcntl.h): descriptor flags,
@@ -143,10 +151,11 @@ BASE_DENY = (
 # rearrange mounts or namespaces afterwards), and sysinfo (the host's load and memory figures).
 JOB_DENY = (
     "mount", "umount2", "pivot_root", "chroot", "unshare", "setns", "mount_setattr", "fsopen", "fsconfig",
-    "fsmount", "fspick", "move_mount", "open_tree", "capset", "sysinfo",
+    "fsmount", "fspick", "move_mount", "open_tree", "capset", "sysinfo", "fadvise64", "readahead",
 )  # fmt: skip
-# Decided by their arguments (see build()), never by the allow list alone.
-CHECKED = ("socket", "socketpair", "ioctl", "fcntl", "clone3")
+# Decided by their arguments (see build()), never by the allow list alone: everywhere, and in jobs besides.
+CHECKED = ("socket", "socketpair", "ioctl", "fcntl", "clone3", "preadv2", "pwritev2")
+JOB_CHECKED = ("clone", "madvise")
 
 # Syscall numbers of every name above, from the kernel's tables (arch/x86/entry/syscalls/syscall_64.tbl
 # and include/uapi/asm-generic/unistd.h, which arm64 uses); a name an architecture lacks is left out.
@@ -204,7 +213,7 @@ SYSCALLS = {
         "timer_settime": 223, "timerfd_create": 283, "timerfd_gettime": 287, "timerfd_settime": 286, "times": 100,
         "tkill": 200, "truncate": 76, "umask": 95, "umount2": 166, "uname": 63, "unlink": 87, "unlinkat": 263,
         "unshare": 272, "uselib": 134, "userfaultfd": 323, "utime": 132, "utimensat": 280, "utimes": 235,
-        "vfork": 58, "vhangup": 153, "wait4": 61, "waitid": 247, "write": 1, "writev": 20,
+        "vfork": 58, "vhangup": 153, "wait4": 61, "waitid": 247, "write": 1, "writev": 20, "readahead": 187,
     },
     "aarch64": {
         "accept": 202, "accept4": 242, "acct": 89, "add_key": 217, "adjtimex": 171, "bind": 200, "bpf": 280,
@@ -251,7 +260,7 @@ SYSCALLS = {
         "timer_getoverrun": 109, "timer_gettime": 108, "timer_settime": 110, "timerfd_create": 85,
         "timerfd_gettime": 87, "timerfd_settime": 86, "times": 153, "tkill": 130, "truncate": 45, "umask": 166,
         "umount2": 39, "uname": 160, "unlinkat": 35, "unshare": 97, "userfaultfd": 282, "utimensat": 88,
-        "vhangup": 58, "wait4": 260, "waitid": 95, "write": 64, "writev": 66,
+        "vhangup": 58, "wait4": 260, "waitid": 95, "write": 64, "writev": 66, "readahead": 213,
     },
 }
 # fmt: on
@@ -267,7 +276,7 @@ def allowed_names(*, job: bool) -> tuple[str, ...]:
     """The system calls a filter lets through (some only with the right arguments: see CHECKED)."""
     # The checked names pass on their arguments; clone3 never does (its flags sit in memory a filter cannot read).
     names = ALLOW + (() if job else ZYGOTE_ALLOW) + tuple(n for n in CHECKED if n != "clone3")
-    return tuple(sorted(set(names)))
+    return tuple(sorted(set(names) - (set(JOB_DENY) if job else set())))
 
 
 @dataclass(frozen=True)
@@ -375,7 +384,7 @@ def build(arch: str | None = None, *, job: bool) -> list[tuple[int, int, int, in
             f"no seccomp syscall table for architecture {arch!r} (supported: {', '.join(SYSCALLS)})"
         )
     nr = SYSCALLS[arch]
-    checked = set(CHECKED) | ({"clone"} if job else set())
+    checked = set(CHECKED) | (set(JOB_CHECKED) if job else set())
     allowed = [nr[n] for n in allowed_names(job=job) if n in nr and n not in checked]
     denied = sorted({nr[n] for n in BASE_DENY + (JOB_DENY if job else ()) if n in nr})
     a = Assembler()
@@ -397,6 +406,24 @@ def build(arch: str | None = None, *, job: bool) -> list[tuple[int, int, int, in
         a.jset(CLONE_NS_FLAGS, 0, 1)
         a.ret(SECCOMP_RET_ERRNO | E.EPERM)
         a.ret(SECCOMP_RET_ALLOW)
+        # Reading ahead or evicting shared files' pages (the page cache is everyone's): refused to jobs.
+        a.jeq(nr["madvise"], 0, "not_madvise")
+        a.ld(off_arg_lo(2))  # advice: an int
+        for advice in MADVISE_DENY:
+            a.jeq(advice, "eperm_checked", 0)
+        a.ret(SECCOMP_RET_ALLOW)
+        a.label("not_madvise")
+        a.ld(OFF_NR)
+    # RWF_NOWAIT answers "is this page cached?" without reading it: a probe of what others read.
+    a.jeq(nr["preadv2"], 1, 0)
+    a.jeq(nr["pwritev2"], 0, "not_rwf")
+    a.ld(off_arg_lo(5))  # flags
+    a.jset(RWF_NOWAIT, "eperm_checked", 0)
+    a.ret(SECCOMP_RET_ALLOW)
+    a.label("eperm_checked")
+    a.ret(SECCOMP_RET_ERRNO | E.EPERM)
+    a.label("not_rwf")
+    a.ld(OFF_NR)
     a.jeq(nr["socket"], 1, 0)
     a.jeq(nr["socketpair"], 0, 4)
     a.ld(off_arg_lo(0))  # domain
@@ -505,3 +532,80 @@ def install(filt: bytes | Prepared) -> None:
     if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
         err = ctypes.get_errno()
         raise OSError(err, "prctl(PR_SET_SECCOMP)")
+
+
+# --- the same policy as a Docker seccomp profile (the Docker backend's job containers) ----------------------
+
+DOCKER_ARCHES = {"x86_64": "SCMP_ARCH_X86_64", "aarch64": "SCMP_ARCH_AARCH64"}
+AF_UNIX_ONLY = [{"index": 0, "value": AF_UNIX, "op": "SCMP_CMP_EQ"}]
+
+
+def docker_profile(arch: str | None = None) -> dict[str, object]:
+    """The jobs' policy as a Docker seccomp profile: the same allow list, the same EPERM refusals, the same
+    argument checks where a profile can state them, ENOSYS for everything else; only the native ABI.
+
+    Two checks differ, for a reason: ``ioctl`` and ``fcntl`` are allowed whole (a profile compares 64-bit
+    arguments, so a deny list of 32-bit commands cannot be stated exactly): a container has no terminal
+    but its own, and its files (an overlay mount of its own) share no lock with another container's.
+    """
+    arch = arch or host_arch()
+    if arch not in DOCKER_ARCHES:
+        from .errors import SandboxUnavailable
+
+        raise SandboxUnavailable(
+            f"no seccomp profile for architecture {arch!r} (supported: {', '.join(DOCKER_ARCHES)})"
+        )
+    names = set(SYSCALLS[arch])
+    checked = set(CHECKED) | set(JOB_CHECKED) | {"ioctl", "fcntl"}
+    allowed = sorted(n for n in allowed_names(job=True) if n in names and n not in checked)
+    denied = sorted(n for n in BASE_DENY + JOB_DENY if n in names)
+    rules: list[dict[str, object]] = [
+        {"names": [*allowed, "ioctl", "fcntl"], "action": "SCMP_ACT_ALLOW"},
+        {"names": denied, "action": "SCMP_ACT_ERRNO", "errnoRet": E.EPERM},
+        {"names": ["socket", "socketpair"], "action": "SCMP_ACT_ALLOW", "args": AF_UNIX_ONLY},
+        {
+            "names": ["socket", "socketpair"],
+            "action": "SCMP_ACT_ERRNO",
+            "errnoRet": E.EAFNOSUPPORT,
+            "args": [{"index": 0, "value": AF_UNIX, "op": "SCMP_CMP_NE"}],
+        },
+        # Its flags live in memory: ENOSYS, so glibc falls back to clone, checked below (the engine's EPERM otherwise
+        # fails every thread).
+        {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": E.ENOSYS},
+        # No namespace flags (the profile compares the whole argument under a mask, as Docker's own does).
+        {
+            "names": ["clone"],
+            "action": "SCMP_ACT_ALLOW",
+            "args": [{"index": 0, "value": CLONE_NS_FLAGS, "valueTwo": 0, "op": "SCMP_CMP_MASKED_EQ"}],
+        },
+        {
+            "names": ["preadv2", "pwritev2"],
+            "action": "SCMP_ACT_ALLOW",
+            "args": [{"index": 5, "value": RWF_NOWAIT, "valueTwo": 0, "op": "SCMP_CMP_MASKED_EQ"}],
+        },
+    ]
+    # madvise: every advice but the refused ones (each its own rule: one comparison per argument and rule).
+    for advice in range(0, 32):
+        if advice in MADVISE_DENY:
+            rules.append(
+                {
+                    "names": ["madvise"],
+                    "action": "SCMP_ACT_ERRNO",
+                    "errnoRet": E.EPERM,
+                    "args": [{"index": 2, "value": advice, "op": "SCMP_CMP_EQ"}],
+                }
+            )
+        else:
+            rules.append(
+                {
+                    "names": ["madvise"],
+                    "action": "SCMP_ACT_ALLOW",
+                    "args": [{"index": 2, "value": advice, "op": "SCMP_CMP_EQ"}],
+                }
+            )
+    return {
+        "defaultAction": "SCMP_ACT_ERRNO",
+        "defaultErrnoRet": E.ENOSYS,
+        "architectures": [DOCKER_ARCHES[arch]],
+        "syscalls": rules,
+    }

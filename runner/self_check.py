@@ -24,12 +24,13 @@ from typing import Any
 from . import sandbox
 from .backend import Backend
 from .errors import SandboxUnavailable
+from .result import Status
 
 
 async def prove_isolation(backend: Backend, python: str, stderr_tail: Callable[[], str]) -> None:
     """Raise SandboxUnavailable unless probe jobs show the isolation holds (the pids limit included)."""
     res = await backend.run("print(6 * 7)")
-    if res.status != "ok" or res.stdout != "42\n":
+    if res.status is not Status.OK or res.stdout != "42\n":
         raise SandboxUnavailable(
             f"the sandbox cannot run a trivial snippet: {res.status} {res.stderr[-800:]} {stderr_tail()}"
         )
@@ -48,7 +49,7 @@ async def prove_isolation(backend: Backend, python: str, stderr_tail: Callable[[
             forked = int(res.stdout.split()[-1])
         except (ValueError, IndexError):
             forked = -1
-        if res.status != "ok" or not 0 <= forked <= 8:
+        if res.status is not Status.OK or not 0 <= forked <= 8:
             failures.append(
                 f"the pids cgroup does not bind (forked {forked} of 40 with a limit of 8; status {res.status})"
             )

@@ -11,16 +11,17 @@ import asyncio
 import contextlib
 import functools
 import hmac
-import json
 import logging
 import os
 import re
 import signal
 import stat
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
-from . import protocol
+from . import logs, protocol, trace
 from .backend import Backend
 from .config import UnixAddress, parse_address
 from .errors import InvalidRequest, ProtocolError, RunnerConfigError, RunnerError, Unauthorized
@@ -29,9 +30,26 @@ from .limits import DEFAULT
 
 log = logging.getLogger("runner.service")
 
-HELLO_TIMEOUT_S = 10.0  # seconds a TCP peer has to present the token
+HELLO_TIMEOUT_S = 10.0  # seconds a TCP peer has, from connecting, to present the token
 HELLO_MAX_BYTES = 4096  # bytes of the first frame on a TCP connection, read before the peer is known
+TOKEN_MAX_CHARS = 1024  # characters of a token presented; a longer one is malformed
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# Connections waiting for their hello, at most: from one host, and from all together.  One more is closed
+# unread, so idle connections cannot use up the runner's descriptors (1,069 once failed a real job).  Every
+# job comes on a connection of its own (runner.client), and behind a balancer all of them from one host, so a
+# host's share is a burst of a bot's jobs, not a handful: the pool's slots and queue fit in it twice over.
+HELLO_PENDING_PER_HOST = 64
+HELLO_PENDING = 256
+# After a wrong or malformed token, the host's next refusal waits BACKOFF_BASE_S, doubling per failure up to
+# BACKOFF_MAX_S (the connection keeps its place meanwhile, so guesses slow down); forgotten after BACKOFF_FORGET_S.
+BACKOFF_BASE_S = 0.05
+BACKOFF_MAX_S = 10.0
+BACKOFF_FORGET_S = 300.0
+LOG_EVERY_S = 10.0  # refusals are logged at most this often per host, with a count of the ones left unsaid
+PEERS_KEPT = 4096  # hosts remembered at most (the least recently seen are forgotten first)
+# Connections the kernel queues before they are accepted. Each request comes on a connection of its own
+# (runner.client): a burst of jobs is a burst of connections, and a full Unix backlog refuses at once.
+BACKLOG = 1024
 
 # Variables that must never reach the runner (it only needs PATH and LANG).
 SECRET_ENV = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|PRIVATE|AUTH", re.I)
@@ -48,6 +66,75 @@ def scrub_environment() -> None:
 Reply = Callable[[dict[str, Any]], Awaitable[None]]
 
 
+@dataclass
+class _Peer:
+    pending: int = 0  # its connections waiting for their hello
+    failures: int = 0  # wrong or malformed tokens since it was last forgiven
+    last_failure: float = -1e18
+    last_log: float = -1e18
+    unsaid: int = 0  # refusals not logged since the last log line
+
+
+class TcpDoor:
+    """Who may try a hello over TCP, how long a wrong token waits, and which refusals are logged.  Pure (a clock
+    is injected): the service asks it, and tests drive it.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._peers: dict[str, _Peer] = {}
+        self.pending = 0
+
+    def _peer(self, host: str) -> _Peer:
+        peer = self._peers.pop(host, None) or _Peer()
+        self._peers[host] = peer  # most recently seen last
+        while len(self._peers) > PEERS_KEPT:
+            oldest = next(iter(self._peers))
+            if self._peers[oldest].pending:
+                break  # never forget a host that holds connections (its count must come back down)
+            del self._peers[oldest]
+        return peer
+
+    def enter(self, host: str) -> str | None:
+        """Count a new connection from ``host`` waiting for its hello, or say why it is refused."""
+        peer = self._peer(host)
+        if self.pending >= HELLO_PENDING:
+            return f"{HELLO_PENDING} connections are waiting for their hello"
+        if peer.pending >= HELLO_PENDING_PER_HOST:
+            return f"{HELLO_PENDING_PER_HOST} of its connections are waiting for their hello"
+        peer.pending += 1
+        self.pending += 1
+        return None
+
+    def leave(self, host: str) -> None:
+        """A connection of ``host`` said hello, was refused, or closed."""
+        peer = self._peer(host)
+        peer.pending -= 1
+        self.pending -= 1
+
+    def failed(self, host: str) -> float:
+        """Count a wrong token from ``host``; return the seconds its refusal waits."""
+        peer, now = self._peer(host), self._clock()
+        if now - peer.last_failure > BACKOFF_FORGET_S:
+            peer.failures = 0
+        peer.failures += 1
+        peer.last_failure = now
+        return min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2.0 ** min(peer.failures - 1, 30))
+
+    def passed(self, host: str) -> None:
+        self._peer(host).failures = 0
+
+    def log_line(self, host: str, what: str) -> str | None:
+        """The line to log for this refusal, or None while ``host``'s refusals are held back."""
+        peer, now = self._peer(host), self._clock()
+        if now - peer.last_log < LOG_EVERY_S:
+            peer.unsaid += 1
+            return None
+        line = what + (f" ({peer.unsaid} more refused from {host} since the last line)" if peer.unsaid else "")
+        peer.last_log, peer.unsaid = now, 0
+        return line
+
+
 class Service:
     """Serves a backend on Unix sockets (guarded by their file mode, 0600) and TCP (guarded by ``token``).
 
@@ -60,6 +147,8 @@ class Service:
         self.backend = backend
         self._token = token
         self._servers: list[asyncio.Server] = []
+        self.door = TcpDoor()
+        self.wait = asyncio.sleep  # how a wrong token's refusal waits (tests count the waits instead)
 
     async def handle(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, authenticate: bool = False
@@ -73,7 +162,7 @@ class Service:
                     await protocol.write_frame(writer, msg)
 
         try:
-            if authenticate and not await self._hello(reader, reply, writer.get_extra_info("peername")):
+            if authenticate and not await self._admit(reader, reply, writer.get_extra_info("peername")):
                 return
             while True:
                 try:
@@ -94,6 +183,7 @@ class Service:
                     body = await reader.readexactly(n)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     break
+                read_at = trace.now()
                 # A frame that is not a request (not JSON, too deep, another version) is answered and never
                 # acted on; the framing is intact, so the connection goes on with the next one.
                 try:
@@ -106,7 +196,7 @@ class Service:
                 except ProtocolError as e:
                     await reply({"id": raw.get("id"), "ok": False, "error": _err(e)})
                     continue
-                t = asyncio.ensure_future(self._answer(msg, reply))
+                t = asyncio.ensure_future(self._answer(msg, reply, read_at))
                 tasks.add(t)
                 t.add_done_callback(tasks.discard)
         finally:
@@ -116,42 +206,74 @@ class Service:
                 writer.close()
                 await writer.wait_closed()
 
-    async def _hello(self, reader: asyncio.StreamReader, reply: Reply, peer: object) -> bool:
+    async def _admit(self, reader: asyncio.StreamReader, reply: Reply, peer: object) -> bool:
+        """Whether a TCP connection may go on: room for it to wait for its hello, then the hello itself."""
+        host = peer[0] if isinstance(peer, tuple) and peer else str(peer)
+        refused = self.door.enter(host)
+        if refused is not None:  # closed unread and unanswered: an answer would cost what the cap saves
+            self._log_refusal(host, peer, refused)
+            return False
+        try:
+            return await self._hello(reader, reply, host, peer)
+        finally:
+            self.door.leave(host)
+
+    async def _hello(self, reader: asyncio.StreamReader, reply: Reply, host: str, peer: object) -> bool:
         """Whether the connection's first frame is a hello with the token; a refusal is answered and logged."""
         rid = None
+        guessed = False  # a token was presented, and it was not ours
         try:
-            header = await asyncio.wait_for(reader.readexactly(4), HELLO_TIMEOUT_S)
-            n = int.from_bytes(header, "big")
-            if n > HELLO_MAX_BYTES:
-                reason = f"a first frame of {n} bytes"
-            else:
-                msg = protocol.decode(await asyncio.wait_for(reader.readexactly(n), HELLO_TIMEOUT_S))
-                rid = msg.get("id")
-                token = msg.get("token")
-                if msg.get("op") != "hello":
-                    reason = f"no hello first (op {str(msg.get('op'))[:40]!r})"
-                elif not isinstance(token, str) or self._token is None:
-                    reason = "no token"
-                elif not hmac.compare_digest(token.encode(), self._token.encode()):
-                    reason = "a wrong token"
+            async with asyncio.timeout(HELLO_TIMEOUT_S):  # one deadline for the whole hello, however it trickles
+                header = await reader.readexactly(4)
+                n = int.from_bytes(header, "big")
+                if n > HELLO_MAX_BYTES:
+                    reason = f"a first frame of {n} bytes"
                 else:
-                    await reply({"id": rid, "ok": True, "result": {"hello": True}})
-                    return True
+                    msg = protocol.decode(await reader.readexactly(n))
+                    rid = msg.get("id") if type(msg.get("id")) is int else None
+                    token = msg.get("token")
+                    if msg.get("op") != "hello":
+                        reason = "no hello first"
+                    elif token is None or self._token is None:
+                        reason = "no token"
+                    elif (presented := _token_bytes(token)) is None:
+                        reason, guessed = "a malformed token", True
+                    elif not hmac.compare_digest(presented, self._token.encode("utf-8", "surrogateescape")):
+                        reason, guessed = "a wrong token", True
+                    else:
+                        self.door.passed(host)
+                        await reply({"id": rid, "ok": True, "result": {"hello": True}})
+                        return True
+                if guessed:  # the connection keeps its place while it waits: guesses slow down with each one
+                    await self.wait(self.door.failed(host))
         except TimeoutError:
             reason = f"no hello within {HELLO_TIMEOUT_S:.0f} s"
         except (asyncio.IncompleteReadError, ConnectionError):
             reason = "the connection closed before a hello"
-        except ProtocolError as e:
-            reason = f"a malformed hello ({e})"
-        log.warning("refused a connection from %s: %s", _peer(peer), reason)
+        except ProtocolError:
+            reason = "a malformed hello"
+        self._log_refusal(host, peer, reason)
         error = Unauthorized("this runner needs its token (RUNNER_TOKEN) in a hello first")
         await reply({"id": rid, "ok": False, "error": _err(error)})
         return False
 
-    async def _answer(self, msg: dict[str, Any], reply: Reply) -> None:
+    def _log_refusal(self, host: str, peer: object, reason: str) -> None:
+        line = self.door.log_line(host, f"refused a connection from {_peer(peer)}: {reason}")
+        if line is not None:
+            log.warning("%s", line)
+
+    async def _answer(self, msg: dict[str, Any], reply: Reply, read_at: int | None = None) -> None:
         rid = msg.get("id")
+        marks = None
+        if read_at is not None and msg.get("trace") is True and msg.get("op") == "run":
+            # Only this request's task sees them: a task runs in a copy of the context it was made in.
+            marks = trace.start("service.frame_read", read_at)
+            trace.mark("service.task")
         try:
             result = await self.dispatch(msg)
+            if marks is not None:
+                trace.mark("service.result")
+                result["trace"] = trace.to_wire(marks)
             await reply({"id": rid, "ok": True, "result": result})
         except RunnerError as e:
             await reply({"id": rid, "ok": False, "error": _err(e)})
@@ -183,9 +305,10 @@ class Service:
             seed = msg.get("seed")
             if seed is not None and not isinstance(seed, int):
                 raise InvalidRequest("'seed' must be an integer")
+            trace.mark("service.request")
             res = await self.backend.run(code, limits, checks, seed)
             return res.to_dict()
-        raise InvalidRequest(f"unknown op {op!r}")
+        raise InvalidRequest("unknown op: a request's op is one of ping, hello, info, run")
 
     async def listen(self, address: str) -> None:
         """Accept connections at ``address`` (see config.parse_address; RunnerConfigError if malformed)."""
@@ -197,7 +320,7 @@ class Service:
                     os.unlink(path)
             old = os.umask(0o177)  # the socket is ours alone (0600)
             try:
-                server = await asyncio.start_unix_server(self.handle, path=path)
+                server = await asyncio.start_unix_server(self.handle, path=path, backlog=BACKLOG)
             finally:
                 os.umask(old)
         else:
@@ -212,7 +335,7 @@ class Service:
                     where,
                 )
             server = await asyncio.start_server(
-                functools.partial(self.handle, authenticate=True), where.host, where.port
+                functools.partial(self.handle, authenticate=True), where.host, where.port, backlog=BACKLOG
             )
         self._servers.append(server)
 
@@ -232,6 +355,16 @@ class Service:
         self._servers.clear()
 
 
+def _token_bytes(token: object) -> bytes | None:
+    """A presented token as bytes to compare, or None when it cannot be one (not text, too long, not UTF-8)."""
+    if not isinstance(token, str) or len(token) > TOKEN_MAX_CHARS:
+        return None
+    try:
+        return token.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: JSON allows it, UTF-8 does not
+        return None
+
+
 def _peer(peer: object) -> str:
     if isinstance(peer, tuple) and len(peer) >= 2:
         return f"{peer[0]}:{peer[1]}"
@@ -248,6 +381,7 @@ async def serve_forever(
     ready_line: bool = True,
     watch_stdin: bool = False,
     token: str | None = None,
+    json_lines: bool = False,
 ) -> None:
     """Listen until SIGTERM/SIGINT (or stdin closing, when watched); TCP connections must present ``token``."""
     service = Service(backend, token)
@@ -274,7 +408,7 @@ async def serve_forever(
         for a in addresses:
             await service.listen(a)
         if ready_line:
-            print("READY " + json.dumps({"addresses": service.addresses(), **backend.stats()}), flush=True)
+            print(logs.ready({"addresses": service.addresses(), **backend.stats()}, json_lines), flush=True)
         await stop.wait()
     finally:
         await service.close()

@@ -30,8 +30,9 @@ normally.
 
 Messages on the control socket (JSON):
 
-    runner -> zygote  {"op": "spawn", "job": ID, "tmpfs_bytes": N}  + fds [sup]
-    runner -> G       {"op": "job", "report": BOOL} + fds [spec, stdout, stderr, done(, report, nonce)]
+    runner -> zygote  {"op": "spawn", "job": ID, "tmpfs_bytes": N, "ids": [UID, GID] | null}  + fds [sup]
+    runner -> G       {"op": "job", "report": BOOL, "spec": SPEC} + fds [stdout, stderr, done(, report, nonce)]
+                      {"op": "job", "report": BOOL} + fds [spec, stdout, ...]  (SPEC over INLINE_SPEC_BYTES)
                       {"op": "ping"}
     zygote -> runner  {"op": "ready", "torch": VERSION}
                       {"op": "spawned", "job": ID} | {"op": "spawn_failed", "job": ID, "error": MSG}
@@ -40,8 +41,10 @@ Messages on the control socket (JSON):
 
 The ``sup`` socket talks to G: G sets up its namespaces ahead of time, sends
 its pid with SCM_CREDENTIALS (so the runner can put it into the slot's
-cgroup) and waits.  The runner later sends ``{"op": "job", "report": bool}``
-with fds [spec (a memfd), stdout, stderr(, report)]; G finishes confining
+cgroup) and waits.  The runner later sends the job, its spec inline
+(``{"op": "job", "report": bool, "spec": {...}}``: one datagram, nothing more
+to read) or, when larger than INLINE_SPEC_BYTES, in a memfd passed first,
+with fds [stdout, stderr, done(, report, nonce)]; G finishes confining
 itself and closes the socket before the first learner line (a setup failure
 is reported there as {"error": MSG} instead).
 """
@@ -65,6 +68,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 import traceback
 import types
 from collections.abc import Sequence
@@ -75,8 +79,12 @@ from .limits import MAXIMUM, Limits
 
 SNIPPET = "<snippet>"
 MAX_FDS = 8
+PR_SET_DUMPABLE = 4
+# The largest job message carrying its spec inline (bytes); a larger spec (long code) goes in a memfd.
+# Well under what recv_msg reads and a SOCK_SEQPACKET datagram may hold.
+INLINE_SPEC_BYTES = 32 * 1024
 DONE_FD = 3  # the learner process says "finished, exit code N" here
-REPORT_FD = grading.REPORT_FD  # graded runs: the extracted values (see grading.py)
+REPORT_FD = grading.REPORT_FD  # graded runs: the extracted values (see grading/)
 NONCE_FD = grading.NONCE_FD  # graded runs: the report's nonce, read only after the learner's code ended
 
 
@@ -195,11 +203,18 @@ def _exit_code_of(e: SystemExit) -> int:
     return 1
 
 
-def run_snippet(source: str, checks: dict[str, Any] | None, report_fd: int | None, nonce_fd: int | None = None) -> int:
+def run_snippet(
+    source: str,
+    checks: dict[str, Any] | None,
+    report_fd: int | None,
+    nonce_fd: int | None = None,
+    rehearsal: bool = False,
+) -> int:
     """Run learner code in a fresh __main__; returns the exit code.
 
     A graded run's ``checks`` hold the expressions' trees only: the nonce waits on ``nonce_fd`` and is read
-    by extraction, so nothing the learner's code can reach holds it (see grading.py).
+    by extraction, so nothing the learner's code can reach holds it (see grading/).  A ``rehearsal``
+    (``_rehearse``) leaves the threads alone: waiting for them marks the main thread as ended.
     """
     linecache.cache[SNIPPET] = (len(source), None, source.splitlines(True), SNIPPET)
     main = types.ModuleType("__main__")
@@ -222,7 +237,8 @@ def run_snippet(source: str, checks: dict[str, Any] | None, report_fd: int | Non
         exit_code = 1
     try:
         # Wait for the learner's non-daemon threads, as Python would at exit (its private hook for that).
-        threading._shutdown()  # type: ignore[attr-defined]
+        if not rehearsal:
+            threading._shutdown()  # type: ignore[attr-defined]
     except BaseException:
         pass
     # Graded checks run only after the code ran to its end: an early exit,
@@ -237,29 +253,84 @@ def run_snippet(source: str, checks: dict[str, Any] | None, report_fd: int | Non
     return exit_code
 
 
-def _say_done(status: int, token: str) -> None:
+def _say_done(status: int, token: str, marks: list[tuple[str, int]] | None, fd: int = DONE_FD) -> None:
     """Tell the runner the code finished, so it need not wait for the
     process teardown (~10 ms: the job's address space and namespaces go
     with it).  The token only keeps stray writes to fd 3 from ending the
-    job by accident; learner code that finds it can only end its own job."""
+    job by accident; learner code that finds it can only end its own job.
+    A traced job's stage marks go with it (runner/trace.py)."""
     ru = resource.getrusage(resource.RUSAGE_SELF)
-    os.write(DONE_FD, json.dumps({"exit": status, "cpu": ru.ru_utime + ru.ru_stime, "token": token}).encode())
+    done: dict[str, Any] = {"exit": status, "cpu": ru.ru_utime + ru.ru_stime, "token": token}
+    if marks is not None:
+        done["t"] = [*marks, ("done", time.monotonic_ns())]
+    os.write(fd, json.dumps(done).encode())
 
 
-def _job_main(sup_fd: int, keep: set[int], tmpfs_bytes: int) -> None:
+def _seed(seed: int) -> None:
+    """Python's, torch's and numpy's generators, from the job's seed."""
+    random.seed(seed)
+    _torch._C.default_generator.manual_seed(seed)  # CPU build: the only generator
+    np = sys.modules.get("numpy")
+    if np is not None:
+        np.random.seed(seed % (2**32))
+
+
+# What a rehearsal runs: a job as small as the most common one.
+_REHEARSAL_SPEC = {"code": "print(1 + 1)", "seed": 1, "checks": None, "done_token": "0" * 16}
+
+
+def _rehearse() -> None:
+    """Walk the steps of a job once with a stand-in job of our own, ahead of time (the end of phase 1).
+
+    A freshly forked process pays a copy-on-write fault the first time it writes each page it still
+    shares with the zygote: ~5-7 µs each here (the zygote's huge page split, a page copied, its memory
+    charged), and a job's last steps write ~100 such pages (the reference counts of the functions,
+    types and strings they use, the allocator's pools).  Writing them here, before any job exists,
+    takes those faults off the request's path.  Nothing of it reaches the job: it writes only to
+    /dev/null, and the job's own module, argv, seeds and streams replace the stand-in's.
+    """
+    null = os.open("/dev/null", os.O_WRONLY | os.O_CLOEXEC)
+    saved = sys.stdout
+    try:
+        recv = array.array("i")
+        recv.frombytes(b"\0" * 16)
+        message = {"op": "job", "report": False, "spec": {**_REHEARSAL_SPEC, "limits": _DEFAULT_LIMITS.to_dict()}}
+        spec = json.loads(json.dumps(message).encode())["spec"]
+        Limits(**spec["limits"])
+        os.close(fcntl.fcntl(null, fcntl.F_DUPFD_CLOEXEC, 64))
+        os.close(os.dup(null))
+        _seed(int(spec["seed"]))
+        sys.stdout = io.TextIOWrapper(
+            io.FileIO(null, "w", closefd=False), encoding="utf-8", errors="backslashreplace", write_through=True
+        )
+        run_snippet(spec["code"], None, None, rehearsal=True)
+        _say_done(0, spec["done_token"], None, fd=null)
+    finally:
+        sys.stdout = saved
+        os.close(null)
+
+
+def _job_main(
+    sup_fd: int, keep: set[int], tmpfs_bytes: int, ids: tuple[int, int] | None, marks: list[tuple[str, int]]
+) -> None:
     """G: confine this freshly forked process, wait for a job, run it.
 
     Phase 1 (ahead of time, before any job exists): own mount/net/ipc
-    namespaces, fresh /proc and tmpfs, hello to the runner (which moves us
-    into the slot's cgroup), then everything that does not depend on the
+    namespaces, fresh /proc and tmpfs, the slot's uid and gid (``ids``, when
+    the runner maps them), hello to the runner (which checks that uid and
+    moves us into the slot's cgroup), then everything that does not depend on the
     job: new session, OOM score, working dir, no descriptors but sup, every
     capability dropped, the job seccomp filter.  Phase 2 (the job arrives on
     ``sup`` with its descriptors): descriptors in place, rlimits, seeds, the
     learner's code.  Only phase 2 is on the request's critical path, and
-    nothing the learner can touch ever held a capability.
+    nothing the learner can touch ever held a capability.  ``marks`` are the
+    stages' end times (CLOCK_MONOTONIC ns), reported if the job is traced.
     """
     status = 112
     sup = None
+    mark = marks.append
+    clock = time.monotonic_ns
+    mark(("forked", clock()))
     try:
         for fd in keep:
             try:
@@ -273,8 +344,16 @@ def _job_main(sup_fd: int, keep: set[int], tmpfs_bytes: int) -> None:
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM):
             _signal.signal(sig, _signal.SIG_DFL)
         _signal.signal(signal.SIGINT, signal.default_int_handler)
-        sandbox.enter_job(Limits(tmpfs_bytes=tmpfs_bytes))
+        sandbox.enter_job(Limits(tmpfs_bytes=tmpfs_bytes), ids)
+        if ids is not None:
+            sandbox.become(*ids)
+            # A change of uid makes a process non-dumpable, and its /proc files then belong to a root that this
+            # namespace does not map: its own oom_score_adj below, say.  It runs as its slot's uid alone.
+            sandbox.prctl(PR_SET_DUMPABLE, 1)
+        sandbox.own_user_namespace()  # last of what needs the sandbox's capabilities: after it, none are left
+        mark(("namespaces_mounts", clock()))
         sandbox.send_credentials(sup)
+        mark(("hello", clock()))
 
         os.setsid()  # kill(0, ...) reaches only the job's own group
         fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
@@ -287,8 +366,11 @@ def _job_main(sup_fd: int, keep: set[int], tmpfs_bytes: int) -> None:
         os.closerange(3, sup_hi)
         os.closerange(sup_hi + 1, 1 << 20)
         os.chdir(sandbox.WORKDIR)
+        mark(("session_fds", clock()))
         sandbox.drop_capabilities()
+        mark(("capabilities", clock()))
         seccomp.install(_JOB_FILTER)
+        mark(("seccomp", clock()))
         stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
         # Unbuffered: output written before a timeout or a crash still shows.
         stdout = io.TextIOWrapper(
@@ -297,19 +379,26 @@ def _job_main(sup_fd: int, keep: set[int], tmpfs_bytes: int) -> None:
         stderr = io.TextIOWrapper(
             io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", write_through=True
         )
+        _rehearse()
+        mark(("rehearsed", clock()))
 
         # --- wait for the job (the runner put us in the slot's cgroup first)
+        mark(("waiting", clock()))
         msg, fds = recv_msg(sup)
+        mark(("job_received", clock()))
         if msg is None or msg.get("op") != "job":
             os._exit(113)
         has_report = bool(msg.get("report"))
-        if len(fds) != (6 if has_report else 4):
+        spec = msg.get("spec")
+        if len(fds) != (3 if spec is not None else 4) + (2 if has_report else 0):
             raise RuntimeError("job message with the wrong descriptors")
-        spec_fd, out_fd, err_fd, done_fd = fds[:4]
-        report_fd, nonce_fd = (fds[4], fds[5]) if has_report else (None, None)
-        with os.fdopen(spec_fd, "rb") as f:
-            spec = json.loads(f.read())
+        if spec is None:
+            with os.fdopen(fds.pop(0), "rb") as f:
+                spec = json.loads(f.read())
         limits = Limits(**spec["limits"])
+        out_fd, err_fd, done_fd = fds[:3]
+        report_fd, nonce_fd = (fds[3], fds[4]) if has_report else (None, None)
+        mark(("spec_read", clock()))
 
         devnull = os.open("/dev/null", os.O_RDONLY)
         os.dup2(devnull, 0)
@@ -317,7 +406,7 @@ def _job_main(sup_fd: int, keep: set[int], tmpfs_bytes: int) -> None:
         os.dup2(err_fd, 2)
         # 3 = done, 4 = graded report, 5 = its nonce; everything else closed.  All are
         # reachable by learner code, which is fine: "done" only lets it end its own
-        # job early, and a report only carries values (grading.py).
+        # job early, and a report only carries values (grading/).
         targets = [(done_fd, DONE_FD)]
         if report_fd is not None and nonce_fd is not None:
             targets += [(report_fd, REPORT_FD), (nonce_fd, NONCE_FD)]
@@ -326,24 +415,23 @@ def _job_main(sup_fd: int, keep: set[int], tmpfs_bytes: int) -> None:
             os.dup2(fd, target, inheritable=False)
         os.closerange(3 + len(targets), sup_hi)
         os.closerange(sup_hi + 1, 1 << 20)
+        mark(("fds_placed", clock()))
         sandbox.set_rlimits(limits)
-        seed = int(spec["seed"])
-        random.seed(seed)
-        _torch._C.default_generator.manual_seed(seed)  # CPU build: the only generator
-        np = sys.modules.get("numpy")
-        if np is not None:
-            np.random.seed(seed % (2**32))
+        _seed(int(spec["seed"]))
         sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
         # Code that prints through sys.__stdout__ must reach the job's pipe too (typeshed marks them Final).
         sys.__stdout__, sys.__stderr__, sys.__stdin__ = stdout, stderr, stdin  # type: ignore[misc]
         sup.close()
         sup = None
         graded = report_fd is not None
+        traced = spec.get("trace") is True
+        mark(("limits_seeds", clock()))
         status = run_snippet(
             spec["code"], spec.get("checks"), REPORT_FD if graded else None, NONCE_FD if graded else None
         )
+        mark(("code", clock()))
         try:
-            _say_done(status, spec["done_token"])
+            _say_done(status, spec["done_token"], marks if traced else None)
         except OSError:
             pass  # fd 3 closed by the learner: the runner waits for the exit instead
     except BaseException as e:  # the machinery failed: say so on sup if still open
@@ -360,6 +448,7 @@ def _job_main(sup_fd: int, keep: set[int], tmpfs_bytes: int) -> None:
 
 _torch: Any = None  # the torch module, once _warm_up imported it
 _JOB_FILTER: bytes | seccomp.Prepared = b""
+_JOB_UIDS: frozenset[int] = frozenset()  # uids mapped into our namespace besides our own: the jobs' (uids.py)
 _DEFAULT_LIMITS = Limits()
 
 
@@ -405,9 +494,10 @@ def _threads() -> int:
 
 
 def main(ctl_fd: int) -> None:
-    global _JOB_FILTER
+    global _JOB_FILTER, _JOB_UIDS
     ctl = socket.socket(fileno=ctl_fd)
     _JOB_FILTER = seccomp.Prepared(seccomp.job_filter())
+    _JOB_UIDS = _mapped_uids() - {os.getuid()}
 
     init_fd = nsinit.executable()
     forge_a, forge_b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -480,10 +570,12 @@ def _spawn(
 ) -> None:
     """Fork a G for a slot; it gets ready and waits for its job on ``sup``."""
     job = str(msg.get("job"))
+    marks = [("zygote.spawn_received", time.monotonic_ns())]
     try:
         if len(fds) != 1:
             raise RuntimeError(f"spawn needs 1 descriptor, got {len(fds)}")
         tmpfs_bytes = _tmpfs_bytes(msg.get("tmpfs_bytes"))
+        ids = _job_ids(msg.get("ids"))
         if _threads() != 1:
             raise RuntimeError("zygote is no longer single-threaded; refusing to fork")
         forge.send(b"n")
@@ -493,6 +585,7 @@ def _spawn(
                 os.close(fd)
             raise RuntimeError(f"nsforge: {reply and reply.get('error')}")
         nsfd, init = nsfds
+        marks.append(("zygote.nsforge", time.monotonic_ns()))
         try:
             sandbox.setns(nsfd, sandbox.CLONE_NEWPID)  # our next child is born in it
             pid = os.fork()
@@ -506,7 +599,7 @@ def _spawn(
             # The child must never return from here into this loop, whatever fails: it would become a
             # second zygote with the sandbox's capabilities and no job cgroup.
             try:
-                _job_main(fds[0], keep, tmpfs_bytes)
+                _job_main(fds[0], keep, tmpfs_bytes, ids, marks)
             finally:
                 os._exit(112)
         jobs[pid] = (job, init)
@@ -528,6 +621,29 @@ def _tmpfs_bytes(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAXIMUM.tmpfs_bytes:
         raise ValueError(f"tmpfs_bytes must be a whole number from 1 to {MAXIMUM.tmpfs_bytes}, got {value!r}")
     return value
+
+
+def _mapped_uids() -> frozenset[int]:
+    """The uids our user namespace maps (its uid_map: inside, outside, count per line)."""
+    uids: set[int] = set()
+    with open("/proc/self/uid_map") as f:
+        for line in f:
+            inside, _outside, count = (int(x) for x in line.split())
+            if count <= 4096:  # ours are a few dozen; a whole range (not ours) is never handed out
+                uids.update(range(inside, inside + count))
+    return frozenset(uids)
+
+
+def _job_ids(value: object) -> tuple[int, int] | None:
+    """A job's uid and gid as asked for by the runner: one of the jobs' mapped uids (never ours), or None."""
+    if value is None:
+        return None
+    if not (isinstance(value, list) and len(value) == 2 and all(type(v) is int for v in value)):
+        raise ValueError("ids must be [uid, gid]")
+    uid, gid = value
+    if uid not in _JOB_UIDS or gid != uid:
+        raise ValueError(f"uid {uid} is not one of the jobs' ({len(_JOB_UIDS)} mapped)")
+    return uid, gid
 
 
 def _reap(ctl: socket.socket, jobs: dict[int, tuple[str, int]]) -> None:

@@ -39,8 +39,9 @@ def scrubbed_env() -> dict[str, str]:
 class ZygoteControl:
     """The sandboxed warm process, as the runner sees it."""
 
-    def __init__(self, cfg: sandbox.SandboxConfig) -> None:
+    def __init__(self, cfg: sandbox.SandboxConfig, job_uids: tuple[int, int] | None = None) -> None:
         self.cfg = cfg
+        self.job_uids = job_uids  # (first, count): host uids of the jobs, mapped into the sandbox (root only)
         self.proc: subprocess.Popen[bytes] | None = None
         self.ctl: socket.socket | None = None
         self.plan: sandbox.LaunchPlan | None = None
@@ -62,7 +63,9 @@ class ZygoteControl:
     async def start(self, timeout: float) -> None:
         loop = asyncio.get_running_loop()
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        plan = self.plan = sandbox.plan(self.cfg, self.argv(child.fileno()), [child.fileno()], seccomp.zygote_filter())
+        plan = self.plan = sandbox.plan(
+            self.cfg, self.argv(child.fileno()), [child.fileno()], seccomp.zygote_filter(), self.job_uids
+        )
         try:
             # Popen returns once the launcher is exec'd (a vfork and an exec, about a millisecond); the
             # zygote's slow part, importing torch, is awaited below without blocking the loop.
@@ -80,6 +83,23 @@ class ZygoteControl:
             child.close()
             plan.close_fds()
         assert proc.stderr is not None  # stderr=PIPE
+        if plan.userns is not None:
+            try:
+                # bwrap waits for the jobs' uids to be mapped (a few milliseconds after it starts).
+                await asyncio.wait_for(asyncio.to_thread(sandbox.complete_userns, plan.userns, proc.pid), timeout)
+            except BaseException as e:
+                # Killing bwrap ends the mapping's wait on its pipe too (complete_userns closes what it holds).
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                await asyncio.to_thread(proc.wait)
+                parent.close()
+                said = proc.stderr.read(4000).decode("utf-8", "replace").strip() or "nothing"
+                proc.stderr.close()
+                if isinstance(e, TimeoutError):
+                    raise SandboxUnavailable(f"bwrap did not start in {timeout:.0f} s; it said: {said}") from None
+                if isinstance(e, SandboxUnavailable):
+                    raise SandboxUnavailable(f"{e}; bwrap said: {said}") from None
+                raise
         parent.setblocking(False)
         self.ctl = parent
         self.alive = True

@@ -32,8 +32,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.content.load import load_valid
-from bot.content.model import Course, Drill, Lesson, ParsonsDrill
+from bot.course.model import Course, Drill, Lesson, ParsonsDrill
+from bot.library.load import load_valid
 from tests.botprocess import BotProcess, RunnerProcess, bot_env
 from tests.conftest import LESSONS, LOCALES
 from tests.journey import POSITION, button_texts, buttons, correct_option

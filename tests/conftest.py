@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from bot.app import CourseBot
 from bot.config import Config
@@ -20,12 +21,23 @@ LESSONS = ROOT / "lessons"
 LOCALES = ROOT / "locales"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
+# Property tests draw the same examples on every run and machine (a failure reproduces), keep no example
+# database in the tree, and have no per-example deadline: a loaded 2-core machine must not fail them.
+settings.register_profile("coursebot", derandomize=True, database=None, deadline=None)
+settings.load_profile("coursebot")
+
 
 @pytest.fixture
 async def standin() -> AsyncIterator[BotApiStandin]:
-    """A Bot API stand-in on 127.0.0.1 that enforces Telegram's rules."""
+    """A Bot API stand-in on 127.0.0.1 that enforces Telegram's rules.
+
+    A test fails if the bot answered a callback query twice: Telegram refuses the second answer, and a bot that
+    swallows the refusal as an expired tap hides the bug from every other assertion.
+    """
     async with BotApiStandin() as api:
         yield api
+        twice = "\n".join("  " + call.describe() for call in api.answered_again)
+        assert not api.answered_again, f"a callback query was answered twice:\n{twice}"
 
 
 @pytest.fixture

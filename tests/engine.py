@@ -1,13 +1,15 @@
 """A real Docker engine for the image and compose tests: started when none answers, or a skip saying why.
 
 The images are built once per test session from this checkout (layers are cached, so a rebuild with
-nothing changed takes seconds). Containers that must reach the Bot API stand-in share the host's
-network, so test traffic stays on 127.0.0.1.
+nothing changed takes seconds). Containers that must reach the Bot API stand-in are on a network of the
+test's own (``network``), where the stand-in listens on the gateway's address: test traffic stays on this
+machine, and the containers keep a network of their own, as deployed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
 import shlex
 import subprocess
@@ -21,8 +23,10 @@ import pytest
 
 from tests.conftest import ROOT
 
-IMAGE = "coursebot:test"
-JOB_IMAGE = "coursebot-job:test"
+# The tags this session builds (.ci/run builds the defaults first). Another checkout sharing the engine
+# sets its own (COURSEBOT_TEST_IMAGE=me-coursebot:test ...), so it never rebuilds someone else's image.
+IMAGE = os.environ.get("COURSEBOT_TEST_IMAGE", "coursebot:test")
+JOB_IMAGE = os.environ.get("COURSEBOT_TEST_JOB_IMAGE", "coursebot-job:test")
 BUILD_TIMEOUT_S = 1800
 
 
@@ -88,66 +92,132 @@ async def run_once(*args: str, timeout: float = 120, env: dict[str, str] | None 
         await docker("docker", "rm", "-f", "-v", name)
 
 
+# Put before every name a test gives a container, volume, network or compose project: a checkout sharing the
+# engine with others names its own (COURSEBOT_TEST_OWNER=me-).
+OWNER = os.environ.get("COURSEBOT_TEST_OWNER", "")
+
+
 def unique(prefix: str) -> str:
-    return f"{prefix}-{secrets.token_hex(4)}"
+    return f"{OWNER}{prefix}-{secrets.token_hex(4)}"
 
 
-def readme_docker_run() -> list[str]:
-    """The README's `docker run` command for one container, as arguments (its flags are what we test)."""
-    text = (ROOT / "README.md").read_text()
-    for block in text.split("```sh\n")[1:]:
-        command = block.split("```", 1)[0]
-        if command.startswith("docker run"):
-            return shlex.split(command.replace("\\\n", " "))
-    raise AssertionError("the README has no ```sh block starting with docker run")
+VOLUME = "coursebot-data:/data"
 
 
-@dataclass
-class Container:
-    name: str
+def sandbox_flags() -> list[str]:
+    """The README's `docker run` flags for the sandbox (user, capabilities, security options, limits): its one
+    container's command without the name, restart policy, token, volume and image."""
+    from tests import readme
 
-    async def logs(self) -> str:
-        _, out, err = await docker("docker", "logs", self.name)
-        return out + err
-
-    async def stop(self) -> tuple[int, float]:
-        """docker stop with its default 10 s grace; (exit code, seconds it took)."""
-        started = time.monotonic()
-        await docker("docker", "stop", self.name)
-        took = time.monotonic() - started
-        _, code, _ = await docker("docker", "inspect", "--format", "{{.State.ExitCode}}", self.name)
-        return int(code.strip()), took
-
-    async def exec(self, *command: str) -> tuple[int, str, str]:
-        return await docker("docker", "exec", self.name, *command)
-
-
-def as_in_readme(name: str, volume: str, api_base_url: str, *extra: str) -> list[str]:
-    """The README's docker run, aimed at the stand-in: our name, volume, image and the host's network."""
-    args = readme_docker_run()
+    args = shlex.split(readme.command("run").replace("\\\n", " "))
     assert args[:2] == ["docker", "run"] and args[-1] == "coursebot", args
     flags, skip = [], False
-    for arg in args[2:-1]:
+    for i, arg in enumerate(args[2:-1], start=2):
         if skip:
             skip = False
-            continue
-        if arg in ("--name", "--restart"):
+        elif arg in ("--name", "--restart") or args[i : i + 2] in (
+            ["-e", "TELEGRAM_BOT_TOKEN"],
+            ["-v", "coursebot-data:/data"],
+        ):
             skip = True
-            continue
-        flags.append(volume + ":/data" if arg == "coursebot-data:/data" else arg)
-    return [
-        "docker", "run", "--name", name, *flags, "--network", "host",
-        "-e", f"TELEGRAM_API_BASE_URL={api_base_url}", *extra, image(),
-    ]  # fmt: skip
+        elif arg != "-d":
+            flags.append(arg)
+    return flags
+
+
+@dataclass(frozen=True)
+class Network:
+    name: str
+    gateway: str  # this machine's address on it: where a server for its containers listens
 
 
 @asynccontextmanager
-async def running(command: list[str], env: dict[str, str]) -> AsyncIterator[Container]:
-    """Start a container (``command`` is a docker run line with --name); remove it and its anonymous volumes after."""
-    name = command[command.index("--name") + 1]
-    code, out, err = await docker(*command, env=env)
-    assert code == 0, out + err
+async def network(prefix: str = "coursebot-test-net") -> AsyncIterator[Network]:
+    """A bridge network of the test's own, on a free private /24; removed afterwards.
+
+    A server the containers must reach (the Bot API stand-in) listens on its gateway address: test traffic stays
+    on this machine, and containers keep their own network, so published ports and compose work as deployed.
+    """
+    require_engine()
+    name = unique(prefix)
+    for _ in range(20):
+        subnet = f"10.{secrets.randbelow(200) + 20}.{secrets.randbelow(250)}"
+        code, _, err = await docker("docker", "network", "create", "--subnet", f"{subnet}.0/24", name)
+        if code == 0:
+            break
+        if "overlap" not in err:
+            raise AssertionError(f"docker network create: {err.strip()}")
+    else:
+        raise AssertionError("no free private /24 for a test network")
     try:
-        yield Container(name)
+        yield Network(name, f"{subnet}.1")
     finally:
-        await docker("docker", "rm", "-f", "-v", name)
+        await docker("docker", "network", "rm", name)
+
+
+async def container_ip(container: str, network_name: str) -> str:
+    code, out, err = await docker(
+        "docker", "inspect", "--format", f'{{{{(index .NetworkSettings.Networks "{network_name}").IPAddress}}}}',
+        container,
+    )  # fmt: skip
+    assert code == 0 and out.strip(), err
+    return out.strip()
+
+
+async def host_pid(container: str) -> int:
+    """The host's pid of a container's pid 1."""
+    _, pid, _ = await docker("docker", "inspect", "--format", "{{.State.Pid}}", container)
+    return int(pid.strip())
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, as the host numbers them."""
+    out: list[int] = []
+    try:
+        children = open(f"/proc/{pid}/task/{pid}/children").read().split()
+    except OSError:
+        return out
+    for child in map(int, children):
+        out += [child, *descendants(child)]
+    return out
+
+
+def process_status(pids: list[int]) -> dict[int, dict[str, str]]:
+    """Each process's /proc status fields, and its user namespace (``userns``), read from the host."""
+    status = {}
+    for task in pids:
+        try:
+            text = open(f"/proc/{task}/status").read()
+            userns = os.readlink(f"/proc/{task}/ns/user")
+        except OSError:
+            continue
+        fields = {k: v.strip() for k, v in (line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)}
+        status[task] = {**fields, "userns": userns}
+    return status
+
+
+def command_line(pid: int) -> list[str]:
+    try:
+        return open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+async def http_get(host: str, port: int, path: str) -> tuple[int, str]:
+    """GET ``path`` over plain HTTP/1.1; (status, body)."""
+    reader, writer = await asyncio.open_connection(host, port)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n".encode())
+    await writer.drain()
+    response = await reader.read()
+    writer.close()
+    head, _, body = response.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body.decode(errors="replace")
+
+
+def metric(text: str, name: str) -> float:
+    """The sum of a Prometheus exposition's samples of ``name`` (a name, or a name and its labels)."""
+    return sum(
+        float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith(name + " ") or line.startswith(name + "{")
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from bot.content.model import Lesson
+from bot.course.model import Lesson
 
 POSITION = re.compile(r"(\d+) / (\d+)\s*$")
 

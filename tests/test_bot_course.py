@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.content.load import load_valid
+from bot.library.load import load_valid
 from tests.conftest import LESSONS, LOCALES, answers_recorded
 from tests.journey import (
     answer_quiz,

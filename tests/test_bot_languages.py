@@ -16,9 +16,9 @@ from dataclasses import replace
 import pytest
 
 from bot import bidi, render
-from bot.content.load import load_valid
-from bot.content.model import Lesson
+from bot.course.model import Lesson
 from bot.i18n import I18n, _
+from bot.library.load import load_valid
 from tests.conftest import LESSONS, LOCALES, running
 from tests.journey import button_texts, correct_option, position, send_and_wait, tap_and_wait_edit
 

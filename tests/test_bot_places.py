@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.content.load import load_valid
 from bot.errors import StorageError
 from bot.i18n import I18n, _
+from bot.library.load import load_valid
 from tests.conftest import LESSONS, LOCALES, running, with_lessons
 from tests.journey import (
     answer_quiz,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.content.load import load_valid
 from bot.i18n import I18n, _
+from bot.library.load import load_valid
 from bot.states import Practice, practice_state
 from tests.conftest import LESSONS, LOCALES
 from tests.journey import button_texts, send_and_wait, tap_and_wait_edit, tap_and_wait_message

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 import pytest
 
 from bot import lessontext, render, shuffle
-from bot.content.load import load_valid
 from bot.handlers import quiz as quiz_handlers
 from bot.i18n import I18n, _
+from bot.library.load import load_valid
 from bot.shuffle import new_seed, option_order
 from tests.conftest import LESSONS, LOCALES
 from tests.journey import button_texts, read_slides, send_and_wait, tap_and_wait_edit, tap_and_wait_message

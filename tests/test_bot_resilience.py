@@ -8,8 +8,8 @@ import shutil
 import pytest
 
 from bot.app import CourseBot
-from bot.content.load import load_valid
 from bot.errors import ContentError
+from bot.library.load import load_valid
 from tests.conftest import LESSONS, LOCALES, answers_recorded, running, with_lessons
 from tests.journey import button_texts, position, read_slides, send_and_wait, tap_and_wait_edit
 

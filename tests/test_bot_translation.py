@@ -9,7 +9,7 @@ import pytest
 from babel.messages.catalog import Catalog
 from babel.messages.pofile import read_po, write_po
 
-from bot.content.load import load_valid
+from bot.library.load import load_valid
 from tests.conftest import LOCALES, running, with_lessons
 from tests.journey import answer_quiz, position, send_and_wait, tap_and_wait_edit
 

@@ -14,7 +14,7 @@ import pytest
 
 import bot.app
 from bot.i18n import I18n, _
-from runner.client import ExerciseChecks, RunnerClosed, RunResult
+from runner.client import ExerciseChecks, Limits, RunnerClosed, RunnerInfo, RunResult
 from tests.conftest import LOCALES, ROOT, running
 from tests.journey import send_and_wait, tap_and_wait_edit
 
@@ -46,7 +46,7 @@ class FailingRunner:
     """A runner that accepts the first run and fails in it, with ``error``; later runs print 4."""
 
     def __init__(self, error: Exception):
-        self.info: dict[str, object] = {"limits": {}}
+        self.info = RunnerInfo(protocol=1, backend="fake", size=1, queue=0, limits=Limits(), fingerprint="f")
         self.error = error
         self.runs = 0
 

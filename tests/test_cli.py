@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
-from bot.content import stamps
-from bot.content.load import load_valid
+from bot.course.sources import legacy_digest
+from bot.library.load import load_valid
 from bot.storage.db import Database
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,10 +95,27 @@ def test_lint_of_the_real_lessons_exits_zero_with_a_summary_and_the_coverage_of_
             r"lesson texts 14/14 \(100%\), UI messages (\d+)/\1 \(100%\), out of date 0",
             line,
         ), line
-    # Only phone-width warnings, and none for a slide: their code is rewrapped (exercise code is not, yet).
-    for line in lines[2 + len(coverage) :]:
-        assert "columns wide" in line and "slide '" not in line, line
+    assert lines[2 + len(coverage) :] == [], "no warning: every line of code shown fits a phone's 36 columns"
     assert result.stderr == ""
+
+
+def test_strict_lint_refuses_code_wider_than_a_phone_and_a_translation_without_a_glossary(tmp_path, in_process):
+    lessons = tmp_path / "lessons"
+    shutil.copytree(LESSONS, lessons)  # every language complete and current: only what is changed below counts
+    starter = lessons / "ja" / "01-requires-grad.yaml"
+    starter.write_text(
+        starter.read_text(encoding="utf-8").replace("# グラフから切り離したy\n", "# グラフから切り離したyにしておく\n"),
+        encoding="utf-8",
+    )
+    code, out, err = in_process("lint", str(lessons))
+    assert code == 0 and "code line 5 is 40 columns wide; a phone shows 36 before it wraps it" in out
+    code, out, err = in_process("lint", str(lessons), "--strict")
+    assert code == 2 and err == "--strict: code lines wider than a phone's 36 columns\n"
+    shutil.copy(LESSONS / "ja" / "01-requires-grad.yaml", starter)
+    (lessons / "ja" / "glossary.yaml").unlink()
+    code, out, err = in_process("lint", str(lessons), "--strict")
+    assert code == 2 and err == "--strict: a translation has no glossary\n"
+    assert f"warning: {lessons / 'ja'}: no glossary.yaml" in out
 
 
 def _coverage_line(stdout: str, language: str) -> str:
@@ -122,15 +139,15 @@ def test_lint_reports_a_partial_translation_unstamped_then_current_then_stale(le
     assert f"stamped {translation}: 9 parts" in out
     after = translation.read_text(encoding="utf-8")
     assert after.startswith(before.rstrip("\n") + "\n\nsources:")  # the translator's text is untouched
-    assert "    text: '`backward()` **adds** into `.grad` instead of replacing it." in after  # the English kept
+    assert "    text: 'You saw in lesson 2 that `backward()` **adds** into `.grad`." in after  # the English kept
     code, out, _ = in_process("lint", str(lessons))
     assert "out of date 0" in _coverage_line(out, "ru") and f"warning: {translation}" not in out
 
     english = lessons / "en" / "03-grad.yaml"
     english.write_text(
         english.read_text(encoding="utf-8").replace(
-            "twice without clearing and you get double the gradient.",
-            "twice without clearing and the gradient doubles.",
+            "leave the sum of their gradients.",
+            "leave their gradients, summed.",
         ),
         encoding="utf-8",
     )
@@ -140,7 +157,7 @@ def test_lint_reports_a_partial_translation_unstamped_then_current_then_stale(le
     lines = out.splitlines()
     stale = [i for i, text in enumerate(lines) if text.startswith(f"warning: {translation}")]
     assert len(stale) == 1
-    change = "    text: … it twice without clearing and [-you get double-] the [-gradient.-] {+gradient doubles.+}"
+    change = "    text: … use the same weight leave [-the sum of-] their [-gradients.-] {+gradients, summed.+}"
     assert lines[stale[0] : stale[0] + 2] == [
         f"warning: {translation}:{line}: 'slide/gradients-add-up' is stale: its English changed since it was "
         f"translated; update it, then run `coursebot lint --stamp {translation} --part slide/gradients-add-up`",
@@ -161,7 +178,7 @@ def test_a_legacy_hash_stamp_still_counts_and_when_stale_says_how_to_see_the_cha
     in_process("lint", str(lessons), "--stamp", str(translation))
     text = translation.read_text(encoding="utf-8")
     # What an older coursebot wrote: one hash per part (of the current English title, and of an old summary).
-    current = stamps.legacy_digest({"title": load_valid(lessons, LOCALES).english.lessons[2].title})
+    current = legacy_digest({"title": load_valid(lessons, LOCALES).english.lessons[2].title})
     translation.write_text(
         text[: text.index("\nsources:")] + f'\nsources:\n  title: "{current}"\n  summary: "00000000"\n',
         encoding="utf-8",
@@ -212,7 +229,7 @@ def test_stamping_a_file_that_is_not_a_translation_is_refused(lessons, in_proces
 def test_lint_of_a_broken_copy_prints_file_line_message_and_exits_two(lessons):
     path = lessons / "en" / "03-grad.yaml"
     text = path.read_text(encoding="utf-8")
-    text = text.replace("  - id: why-accumulate\n", "  - id: Why\n")
+    text = text.replace("  - id: accumulate\n", "  - id: Why\n")
     text = text.replace("        text: tensor(12.)\n        correct: true\n", "        text: tensor(12.)\n")
     path.write_text(text, encoding="utf-8")
     result = cli("lint", str(lessons))
@@ -254,17 +271,17 @@ def test_preview_prints_every_slide_poll_and_the_recap_of_a_lesson():
     result = cli("preview", "3")
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    for title in ("Gradients live in .grad", "Adding up is on purpose", "Read gradients to debug"):
+    for title in ("Gradients live in .grad", "Adding up on purpose", "Read gradients to debug"):
         assert title in out
     assert "1 / 14" in out and "14 / 14" in out
     assert "Lesson 3 of 4: Reading and zeroing .grad" in out
     assert "Poll 1: What does optimizer.zero_grad() do by default in PyTorch 2.x?" in out
     assert "  ✓ Sets each parameter's .grad to None" in out
-    assert "Recap" in out and "Clear them every step with zero_grad()" in out
+    assert "Recap" in out and "Clear them once per optimizer step with" in out
     # Each drill untouched (its lines as buttons), then solved the author's way, with its explanation.
     assert "🧩 Drill 1 of 3: put the lines in order" in out and "[ ⇥ opt.step() ]" in out
-    assert "🧩 Drill 3 of 3: predict the output" in out and "It prints:\ntensor(9.)" in out
-    assert "Each backward() adds 3 to .grad: three passes leave 9." in out
+    assert "🧩 Drill 3 of 3: predict the output" in out and "It prints:\n-1.2" in out
+    assert ".grad grows to 2, 4, 6 because nothing clears it" in out
     assert "<b>" not in out and "<code>" not in out  # shown as the learner reads it, not as HTML
 
 
@@ -287,14 +304,14 @@ def test_preview_in_a_partial_translation_shows_translated_and_fallback_slides(l
     code, out, _ = in_process("preview", "3", "--language", "ru", "--dir", str(lessons))
     assert code == 0
     assert "Градиенты хранятся в .grad" in out
-    assert "Adding up is on purpose" in out  # untranslated, shown in English
+    assert "Adding up on purpose" in out  # untranslated, shown in English
     assert "Эта часть ещё не переведена" in out  # the notice, from the Russian catalog
 
 
 def test_preview_reads_the_lessons_folder_from_coursebot_lessons(lessons, in_process):
     path = lessons / "en" / "03-grad.yaml"
     path.write_text(
-        path.read_text(encoding="utf-8").replace("Adding up is on purpose", "Summing on purpose"), encoding="utf-8"
+        path.read_text(encoding="utf-8").replace("Adding up on purpose", "Summing on purpose"), encoding="utf-8"
     )
     code, out, _ = in_process("preview", "3", COURSEBOT_LESSONS=str(lessons))
     assert code == 0

@@ -12,7 +12,7 @@ from bot.app import handlers
 from bot.bidi import LRI, PDI
 from bot.commands import COMMANDS
 from bot.i18n import DEFAULT_LANGUAGE, I18n, telegram_code
-from bot.safehtml import visible_text
+from bot.telegram_rules.text import visible_text
 from tests.conftest import LOCALES
 
 I18N = I18n(LOCALES)
@@ -40,4 +40,4 @@ async def test_the_menu_telegram_shows_is_the_registry_in_every_language(bot, st
         published = standin.commands[scope]
         assert [c["command"] for c in published] == NAMES, language
         with I18N.use(language):
-            assert [c["description"] for c in published] == [command.menu_text() for command in COMMANDS]
+            assert [c["description"] for c in published] == [command.menu_description() for command in COMMANDS]

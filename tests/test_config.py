@@ -235,3 +235,55 @@ def test_the_readme_documents_every_runner_setting_with_the_bots_and_its_default
     rows = dict(re.findall(r"^\| `([A-Z_]+)` \| `([^`]+)` \|", readme, re.MULTILINE))
     for setting in SETTINGS:
         assert rows.get(setting.variable) == setting.default(), setting.variable
+
+
+def _readme_rows() -> dict[str, tuple[str, str]]:
+    """The README's configuration table: variable -> (default cell, meaning cell), as written."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("| variable | default | meaning |") :].splitlines()[2:]
+    rows = {}
+    for line in table:
+        if not line.startswith("| `"):
+            break
+        variable, default, meaning = (cell.strip() for cell in line.strip("|").split(" | ", 2))
+        rows[variable.strip("`")] = (default, meaning)
+    return rows
+
+
+def test_the_readme_states_every_bot_setting_with_its_default_and_meaning():
+    from bot.config import SETTINGS
+    from runner.config import SETTINGS as RUNNER_SETTINGS
+
+    rows = _readme_rows()
+    assert set(rows) == {s.variable for s in SETTINGS} | {s.variable for s in RUNNER_SETTINGS}
+    for setting in SETTINGS:
+        assert rows[setting.variable] == (setting.default(), setting.meaning), setting.variable
+
+
+def test_every_setting_names_a_field_of_the_config_once():
+    import dataclasses
+
+    from bot.config import SETTINGS
+
+    fields = {f.name for f in dataclasses.fields(Config)} - {"runner_config"}
+    assert sorted(s.field for s in SETTINGS) == sorted(fields)
+    variables = [name for s in SETTINGS for name in s.variables]
+    assert len(set(variables)) == len(variables)
+
+
+def test_an_older_name_of_a_variable_is_still_read():
+    assert Config.from_env(env(COURSEBOT_RUNNER="off")).runner == "off"
+    assert Config.from_env(env(COURSEBOT_RUNNER="off", COURSEBOT_RUNNER_URL="embedded")).runner == "embedded"
+
+
+@pytest.mark.parametrize("raw", ["9464", "host:port", "host:0", "host:70000", "[::1", "a b:1"])
+def test_a_monitoring_address_that_is_not_host_and_port_is_one_line_naming_the_variable(raw):
+    message = config_error(env(COURSEBOT_MONITORING=raw))
+    assert message.startswith("COURSEBOT_MONITORING must be HOST:PORT") and repr(raw) in message
+
+
+@pytest.mark.parametrize(
+    ("raw", "address"), [("0.0.0.0:9464", ("0.0.0.0", 9464)), ("[::1]:9464", ("::1", 9464)), ("off", None)]
+)
+def test_the_monitoring_address_is_read_by_the_runners_address_parser(raw, address):
+    assert Config.from_env(env(COURSEBOT_MONITORING=raw)).monitoring == address

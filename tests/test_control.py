@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from bot import control
-from bot.content.live import Library, Reloaded
 from bot.errors import CoursebotError, Problem
+from bot.library.live import Library, Reloaded
 from tests.conftest import LESSONS, LOCALES
 
 EDITION = Library(LESSONS, LOCALES).current

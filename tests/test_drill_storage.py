@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.drills import FRESH, DrillProgress
+from bot.learner import FRESH, DrillProgress
 from bot.storage.db import Database
 
 USER, CHAT = 1101, 2101

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from bot import drills
-from bot.content.model import ChoiceDrill, ExerciseCheck, Lesson, ParsonsDrill, Question
-from bot.drills import FRESH, TURNS, DrillProgress, Move, Reason, Refusal, Verdict
-from bot.learner import Answer
+from bot.course.model import ChoiceDrill, ExerciseCheck, Lesson, ParsonsDrill, Question
+from bot.drills import Move, Reason, Refusal, Verdict
+from bot.learner import FRESH, TURNS, Answer, DrillProgress
 from runner.client import CheckOutcome, RunResult
 
 # Lines 0 and 1 are independent; 2 needs both; 3 is a distractor.
@@ -155,6 +155,20 @@ def test_an_order_that_is_not_python_is_wrong_and_names_the_line():
     verdict = drills.precheck(LOOP, (2, 0, 1))
     assert verdict is not None and verdict.reason is Reason.NOT_PYTHON and not verdict.right
     assert verdict.detail.endswith("total += i"), verdict.detail
+
+
+def test_a_block_left_empty_names_its_opener_not_the_line_after_it_and_no_setup_line_number():
+    # The opener placed before a line that is not indented: Python reports the line after it, counting the setup.
+    lines = ("x = 1", "with open('f') as f:", "    y = 2", "z = 3")
+    block = ParsonsDrill("block", "p", lines, (), "import os\nimport io", LOOP.checks, "e")
+    verdict = drills.precheck(block, (0, 1, 3, 2))
+    assert verdict == Verdict(
+        False, Reason.NOT_PYTHON, "expected an indented block after 'with' statement: with open('f') as f:"
+    )
+    last = drills.precheck(LOOP, (0, 2, 1))  # the opener last: nothing follows it
+    assert last == Verdict(False, Reason.NOT_PYTHON, "unexpected indent: total += i")
+    opener_last = drills.precheck(block, (0, 3, 2, 1))
+    assert opener_last is not None and opener_last.detail == "unexpected indent: y = 2"
 
 
 def test_another_order_that_compiles_must_be_run():

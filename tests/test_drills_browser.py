@@ -1,7 +1,7 @@
 """Lesson 3's drills in a real browser at phone size (390x844), through the web chat, served by the real bot.
 
 Each drill screen, with its buttons, must fit the chat's visible area without scrolling: the claim
-lint makes from its line count (bot.content.telegram_limits.PHONE_LINES), measured here in Chromium.
+lint makes from its line count (bot.library.screens.PHONE_LINES), measured here in Chromium.
 Screenshots are saved under tests/artifacts/.
 """
 
@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from bot import lessontext
 from bot.config import Config
-from bot.content.load import load_valid
 from bot.i18n import I18n, _, ngettext, number
+from bot.library.load import load_valid
 from bot.render import piece_label
 from bot.webchat.local import LocalCourse, local_course
 from tests.browser import Phone, needs_chromium, phone
@@ -61,7 +62,7 @@ async def _fits(page, row) -> tuple[float, float]:
     return float(height), float(area)
 
 
-@pytest.mark.parametrize("language", ["en", "de"])
+@pytest.mark.parametrize("language", ["en", "de", "ar"])
 async def test_each_drill_screen_fits_a_phone_without_scrolling(course: LocalCourse, device: Phone, language):
     page = device.page
     lesson = CONTENT.course(language).lesson("grad")
@@ -79,9 +80,10 @@ async def test_each_drill_screen_fits_a_phone_without_scrolling(course: LocalCou
         await page.click("#settings-button")
         await page.select_option("#language-select", language)
         await page.keyboard.press("Escape")
-    await page.fill("#input", "/lessons")
-    await page.click("#send-button")
-    await page.locator(".row.in .keyboard button", has_text="3.").last.click()
+    await page.locator("#start-button").click()  # a new learner starts the bot; the welcome lists the lessons
+    with I18N.use(language):
+        row = f"{number(lesson.number)}. "  # the lesson's button in the menu (the number isolated in Arabic)
+    await page.locator(".row.in .keyboard button", has_text=row).last.click()
     slide = page.locator(".row.in").last
     await slide.locator(f"text=1 / {len(lesson.slides)}").wait_for(timeout=TIMEOUT)
     for n in range(2, len(lesson.slides) + 1):
@@ -110,6 +112,16 @@ async def test_each_drill_screen_fits_a_phone_without_scrolling(course: LocalCou
     await _tap(page, labels["next drill"])
     await drill.locator("pre", has_text="___").wait_for(timeout=TIMEOUT)
     screens["fill in the blank"] = (await _fits(page, drill))[0]
+    # A wrong choice first, the one with the longest reason: the screen says why, in the learner's language.
+    wrong = max((i for i in range(len(clear.choices)) if i != clear.correct), key=lambda i: len(clear.reason(i)))
+    await drill.locator(".keyboard button", has_text=clear.choices[wrong]).click()
+    with I18N.use(language):
+        try_another = _("Try another one.")
+    await drill.locator(f"text={try_another}").wait_for(timeout=TIMEOUT)
+    shown = (await drill.inner_text()).replace("\u2066", "").replace("\u2069", "")
+    assert lessontext.to_plain(clear.reason(wrong)) in " ".join(shown.split()), shown
+    screens["fill in the blank, a wrong choice with its reason"] = (await _fits(page, drill))[0]
+    await device.screenshot(f"drills-{language}-fill-wrong-choice")
     await drill.locator(".keyboard button", has_text=clear.choices[clear.correct]).click()
     await drill.locator("text=✅").first.wait_for(timeout=TIMEOUT)
     await _tap(page, labels["next drill"])

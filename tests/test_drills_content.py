@@ -15,10 +15,11 @@ import shutil
 import pytest
 import pytest_asyncio
 
-from bot import drills, feedback
-from bot.content.load import load_valid
-from bot.content.model import ChoiceDrill, ParsonsDrill, program
+from bot import drills
+from bot.course import runner_checks
+from bot.course.model import ChoiceDrill, ParsonsDrill, program
 from bot.drills import Reason
+from bot.library.load import load_valid
 from runner.client import RunnerClient, RunnerConfig
 from tests.conftest import LESSONS, LOCALES
 
@@ -42,7 +43,11 @@ WRONG = {
         ((0, 2, 3, 4, 1, 5), Reason.CHECKS, "w-after"),
         ((1, 0, 2, 3, 4, 5), Reason.NOT_PYTHON, None),
     ],
-    ("no-grad", "hand-update"): [((0, 1, 2, 3, 5), Reason.DISTRACTOR, None), ((0, 2, 1, 3, 4), Reason.RAISES, None)],
+    ("no-grad", "hand-update"): [
+        ((0, 1, 2, 5, 4), Reason.DISTRACTOR, None),
+        ((0, 2, 3, 1, 4), Reason.RAISES, None),  # the step before backward(): w.grad is None
+        ((4, 0, 1, 2, 3), Reason.CHECKS, "w-cleared"),  # cleared before backward(): this step's gradient is left
+    ],
 }
 ARROW = re.compile(r"#\s*->\s*(.*)$")
 
@@ -91,7 +96,7 @@ async def _grade(runner, drill: ParsonsDrill, order: tuple[int, ...]) -> drills.
     verdict = drills.precheck(drill, order)
     if verdict is not None:
         return verdict
-    result = await runner.run(drills.arranged_program(drill, order), checks=drills.runner_checks(drill))
+    result = await runner.run(drills.arranged_program(drill, order), checks=runner_checks.drill_checks(drill))
     return drills.run_verdict(drill, result)
 
 
@@ -100,7 +105,7 @@ async def _grade(runner, drill: ParsonsDrill, order: tuple[int, ...]) -> drills.
 @pytest.mark.parametrize("key", sorted(PARSONS))
 async def test_the_authors_order_passes_its_own_checks_in_the_runner(runner, key):
     drill = PARSONS[key]
-    result = await runner.run(drill.program, checks=feedback.runner_checks(drill.exercise))
+    result = await runner.run(drill.program, checks=runner_checks.exercise_checks(drill.exercise))
     assert result.status == "ok", result.stderr
     assert result.passed, result.checks
 

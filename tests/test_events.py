@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from bot import events
-from bot.content.load import load_valid
 from bot.learner import EventKind
+from bot.library.load import load_valid
 from bot.storage.db import Database
 from tests.conftest import LESSONS, LOCALES
 from tests.journey import send_and_wait, solve_drills, tap_and_wait_edit, tap_and_wait_message

@@ -1,9 +1,9 @@
 """The practice exercises at the end of each lesson, graded the way the bot grades a learner: in the REAL sandbox.
 
-Every exercise is proved (bot.content.proof.prove_exercise, the rules of `coursebot lint --run`): its solution
+Every exercise is proved (bot.authoring.proof.prove_exercise, the rules of `coursebot lint --run`): its solution
 passes on several random seeds, its starter runs yet fails, and no hard-coded answer passes a check compared
 with the solution.  Known wrong answers each trip exactly the checks meant to catch them, and a correct
-answer written another way passes.  The checks are the bot's own (feedback.runner_checks of the loaded
+answer written another way passes.  The checks are the bot's own (bot.course.runner_checks of the loaded
 lessons); this process never imports torch.
 """
 
@@ -16,9 +16,9 @@ from dataclasses import replace
 import pytest
 import pytest_asyncio
 
-from bot import feedback
-from bot.content import proof
-from bot.content.load import load_valid
+from bot.authoring import proof
+from bot.course import runner_checks
+from bot.library.load import load_valid
 from runner.client import CHECK_KINDS
 from tests.conftest import LESSONS, LOCALES
 from tests.runner_cases.helpers import start_pool
@@ -47,34 +47,24 @@ MISTAKES: dict[str, list[tuple[str, set[str] | str]]] = {
     "requires-grad": [
         (W + "w.requires_grad_()\nw = w * 1\ny = w * 3\nd = y.detach()\n", {"w-tracked"}),
         (W + "y = w * 3\nw.requires_grad_()\nd = y.detach()\n", {"y-recorded"}),
-        (W + "w.requires_grad_()\ny = w * 3\nd = y\n", {"d-value"}),
-        (W + "w.requires_grad_()\ny = w * 3\nd = y.clone()\n", {"d-value"}),
+        (W + "w.requires_grad_()\ny = w * 3\nd = y\n", {"d-value", "cut-loose"}),
+        (W + "w.requires_grad_()\ny = w * 3\nd = y.clone()\n", {"d-value", "cut-loose"}),
         (W + "w.requires_grad_()\ny = w * 3\nd = w.detach()\n", {"d-value"}),
-        (W + "w.requires_grad_()\ny = w * 3\nd = torch.tensor([3.0, 6.0, 9.0])\n", {"d-value"}),
-        (
-            T + "w = torch.randint(1, 100, (3,)).float().requires_grad_()\ny = w * 3\nwith torch.no_grad():\n"
-            "    d = y * 1\n",
-            set(),
-        ),
+        (W + "w.requires_grad_()\ny = w * 3\nd = torch.tensor([3.0, 6.0, 9.0])\n", {"d-value", "cut-loose"}),
+        # No tracking at all: the values of y and d can be computed without it, but not y's place in the graph.
+        (W + "y = w * 3\nd = y.detach()\n", {"w-tracked", "y-recorded", "tracking-on"}),
+        # The right values cut loose another way: the lesson's concept, detach(), is part of the pass (issue 21).
+        (W + "w.requires_grad_()\ny = w * 3\nwith torch.no_grad():\n    d = y * 1\n", {"cut-loose"}),
+        (T + "w = torch.randint(1, 100, (3,)).float().requires_grad_()\ny = w * 3\nd = (w * 3).detach()\n", set()),
     ],
     "backward": [
-        (X + "y.backward(gradient=v, retain_graph=True)\nfirst = x.grad\ny.backward(gradient=v)\n", {"first-pass"}),
-        (X + "y.backward(gradient=v)\nfirst = x.grad.clone()\n", {"second-pass"}),
-        (
-            X + "y.sum().backward(retain_graph=True)\nfirst = x.grad.clone()\ny.sum().backward()\n",
-            {"first-pass", "second-pass"},
-        ),
-        (
-            X + "y.backward(gradient=v, retain_graph=True)\nfirst = x.grad.clone()\n"
-            "for _ in range(3):\n    y.backward(gradient=v, retain_graph=True)\n",
-            {"second-pass"},
-        ),
-        (X + "y.backward(gradient=v)\nfirst = x.grad.clone()\ny.backward(gradient=v)\n", "error"),
-        (
-            X + "(y * v).sum().backward(retain_graph=True)\nfirst = x.grad.detach().clone()\n"
-            "(y * v).sum().backward()\n",
-            set(),
-        ),
+        # The second pass is the mistake the exercise is about: missing, on a freed graph, or too many.
+        (X + "y.backward(gradient=v)\n", {"second-pass"}),
+        (X + "y.backward(gradient=v)\ny.backward(gradient=v)\n", "error"),
+        (X + "for _ in range(4):\n    y = x ** 2\n    y.backward(gradient=v)\n", {"second-pass"}),
+        (X + "y.sum().backward()\ny = x ** 2\ny.sum().backward()\n", {"second-pass"}),
+        (X + "y.backward(gradient=v, retain_graph=True)\ny.backward(gradient=v)\n", set()),
+        (X + "for _ in range(2):\n    (x ** 2 * v).sum().backward()\n", set()),
     ],
     "grad": [
         (
@@ -105,10 +95,19 @@ MISTAKES: dict[str, list[tuple[str, set[str] | str]]] = {
     ],
     "no-grad": [
         (G + "with torch.no_grad():\n    w = w - 0.1 * w.grad\n    pred = w * 2\n", {"w-leaf"}),
-        (G + "with torch.no_grad():\n    w -= 0.1 * w.grad\npred = w * 2\n", {"pred-value"}),
-        (G + "with torch.no_grad():\n    w += 0.1 * w.grad\n    pred = w * 2\n", {"w-value", "pred-value"}),
+        (
+            G + "with torch.no_grad():\n    w -= 0.1 * w.grad\npred = w * 2\nw.grad = None\n",
+            {"pred-value", "pred-no-grad"},
+        ),
+        (
+            G + "with torch.no_grad():\n    w += 0.1 * w.grad\n    pred = w * 2\nw.grad = None\n",
+            {"w-value", "pred-value"},
+        ),
+        (G + "with torch.no_grad():\n    w -= 0.1 * w.grad\n    pred = w * 2\n", {"grad-cleared"}),
         (G + "w -= 0.1 * w.grad\nwith torch.no_grad():\n    pred = w * 2\n", "error"),
-        (G + "with torch.no_grad():\n    w.sub_(w.grad * 0.1)\npred = (w * 2).detach()\n", set()),
+        # The right values without the lesson's concept, no_grad() (issue 21): .data and detach() get round it.
+        (G + "w.data -= 0.1 * w.grad\npred = (w * 2).detach()\nw.grad = None\n", {"update-no-grad", "pred-no-grad"}),
+        (G + "with torch.no_grad():\n    w.sub_(w.grad * 0.1)\n    pred = w * 2\nw.grad = None\n", set()),
     ],
 }
 
@@ -121,7 +120,7 @@ async def pool():
 
 
 async def prove(exercise, pool) -> list[str]:
-    return [p.message for p in await proof.prove_exercise(exercise, pool)]
+    return [p.message for p in await proof.prove_exercise(exercise, pool.run)]
 
 
 def describe(result) -> str:
@@ -145,7 +144,7 @@ async def test_every_exercise_is_proved_in_the_real_runner(pool, lesson_id):
 @shared_pool
 async def test_each_check_catches_its_mistake_and_another_correct_answer_passes(pool, lesson_id):
     exercise = COURSE.lesson(lesson_id).exercise
-    checks = feedback.runner_checks(exercise)
+    checks = runner_checks.exercise_checks(exercise)
     ids = {c.id for c in exercise.checks}
     caught: set[str] = set()
     assert MISTAKES.get(lesson_id), f"{lesson_id}: no known mistakes to grade"
@@ -173,10 +172,15 @@ async def test_a_check_the_seed_does_not_change_is_refused_by_the_proof(pool):
 @shared_pool
 async def test_a_broken_solution_and_a_starter_that_passes_are_reported(pool):
     exercise = COURSE.lesson("no-grad").exercise
-    broken = replace(exercise, solution=exercise.starter, starter=exercise.solution)
-    problems = await prove(broken, pool)
+    problems = await prove(replace(exercise, solution=exercise.starter), pool)
     assert any("the solution fails check 'w-leaf' with seed 1" in p for p in problems), problems
-    assert "exercise: the starter passes every check; it must fail one" in problems
+    assert any(
+        "the solution fails check 'pred-no-grad' with seed 1: its code does not show inside pred" in p for p in problems
+    ), problems
+    # (A solution compared with itself: the starter swapped for it is then right in value and in the graph.)
+    assert "exercise: the starter passes every check; it must fail one" in await prove(
+        replace(exercise, starter=exercise.solution), pool
+    )
 
 
 @pytest.mark.parametrize(
@@ -244,12 +248,13 @@ def test_checks_and_their_fail_messages(lesson_id):
         assert c.fail.count("`") % 2 == 0 and outside.count("**") % 2 == 0, f"{lesson_id}: {c.id}: unclosed markup"
 
 
-def test_lesson_3_practises_the_order_of_a_training_step_and_never_teaches_zero_on_a_none_grad():
+def test_lesson_3_asks_for_a_training_step_that_uses_its_own_gradient_and_never_teaches_zero_on_a_none_grad():
     exercise = COURSE.lesson("grad").exercise
     body = [line.strip() for line in exercise.solution.splitlines()]
-    order = ["opt.zero_grad()", "pred = w * x", "loss = ((pred - 2 * x) ** 2).mean()", "loss.backward()", "opt.step()"]
+    order = ["opt.zero_grad()", "loss = ((w * x - y) ** 2).mean()", "loss.backward()", "opt.step()"]
     assert [body.index(step) for step in order] == sorted(body.index(step) for step in order)
-    assert "nn.Parameter" in exercise.instructions and "opt.step()" in exercise.instructions
+    # The instructions ask for the behaviour (each step on its own gradient), not the lines: no zero_grad there.
+    assert "opt.step()" in exercise.instructions and "zero_grad" not in exercise.instructions
     for hint in exercise.hints:
         assert "grad.zero_()" not in hint or "None" in hint, hint
 

@@ -7,9 +7,11 @@ from dataclasses import dataclass, replace
 import pytest
 
 from bot import feedback, mistakes, render
-from bot.content import telegram_limits
-from bot.content.load import load_valid
+from bot.course import runner_checks
 from bot.i18n import I18n
+from bot.library.load import load_valid
+from bot.telegram_rules.limits import MESSAGE_TEXT_MAX
+from bot.telegram_rules.text import visible_length
 from runner.client import CheckOutcome, RunResult
 from tests.conftest import LESSONS, LOCALES
 
@@ -21,7 +23,8 @@ I18N = I18n(LOCALES)
 
 @dataclass(frozen=True)
 class Limits:
-    wall_time_s: float = 5.0
+    wall_time_s: float = 10.0
+    cpu_time_s: float = 5.0
     memory_bytes: int = 512 * 2**20
 
 
@@ -40,14 +43,14 @@ def _result(status="ok", stdout="", stderr="", checks=(), truncated=False) -> Ru
 
 
 def test_checks_without_expect_take_the_solution_as_their_reference():
-    checks = feedback.runner_checks(GRAD)
+    checks = runner_checks.exercise_checks(GRAD)
     assert [(c.id, c.expr, c.expect) for c in checks.checks] == [(c.id, c.expr, None) for c in GRAD.checks]
     assert checks.reference == GRAD.solution and checks.needs_reference
 
 
 def test_checks_with_their_own_expectations_send_no_solution():
     literal = replace(GRAD, checks=tuple(replace(c, expect=[1.0]) for c in GRAD.checks))
-    checks = feedback.runner_checks(literal)
+    checks = runner_checks.exercise_checks(literal)
     assert checks.reference is None and [c.expect for c in checks.checks] == [[1.0], [1.0]]
 
 
@@ -119,8 +122,10 @@ def test_long_output_is_cut_with_a_note_and_html_is_escaped():
 
 
 def test_each_limit_gets_its_own_plain_message():
-    limits = Limits()
-    assert "5 seconds" in feedback.status_line(_result("timeout"), limits)
+    limits = Limits(cpu_time_s=5, wall_time_s=10)
+    # Each names the limit that stopped the code: a busy loop meets the CPU limit, a sleeping one the clock's.
+    assert "10 seconds" in feedback.status_line(_result("timeout"), limits)
+    assert "processor busy for more than 5 seconds" in feedback.status_line(_result("cpu_limit"), limits)
     assert "512 MB" in feedback.status_line(_result("memory_limit"), limits)
     assert "too much" in feedback.status_line(_result("output_limit"), limits)
     assert "stopped" in feedback.status_line(_result("killed"), limits)
@@ -205,13 +210,13 @@ def test_the_worst_verdict_fits_telegrams_limit_in_every_language(language):
             result = RunResult("ok", "é<" * 4000, "", 0, None, 1.0, True, checks=failing)
             lines = ["status " * 40, *feedback.check_feedback(exercise, result)]
             likely = [m.explain(mistakes.Evidence(expr="x.grad", ratio=9)) for m in mistakes.MISTAKES]
-            screen = telegram_limits.fitting(
+            screen = render.fitting(
                 lambda room, lesson=lesson, result=result, lines=lines, likely=likely: render.verdict_screen(
                     course, lesson, result, lines, likely, hints_shown=0, output_room=room
                 ),
                 feedback.OUTPUT_MAX,
             )
-            assert telegram_limits.visible_length(screen.text) <= telegram_limits.MESSAGE_MAX
+            assert visible_length(screen.text) <= MESSAGE_TEXT_MAX
             assert "<pre>" in screen.text  # some output is still shown
 
 

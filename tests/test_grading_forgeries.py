@@ -1,14 +1,14 @@
 """Code that does not solve an exercise never passes it, however it tries to fake the verdict (issue 9).
 
 Every forgery class runs against every shipped exercise, the way the bot grades a learner: through the
-runner client (an embedded runner: the real sandbox), with the lesson's own checks (feedback.runner_checks).
+runner client (an embedded runner: the real sandbox), with the lesson's own checks (bot.course.runner_checks).
 Each forgery is made as strong as it can be: it runs the learner's starter (a wrong answer), then works out
 the RIGHT values by running the exercise's hidden solution on this run's seed (what only solving gives),
 and then tries to get those values into the verdict without its own variables holding them.  So a forgery
 passes exactly when its trick works; the honest way to the right values is not on trial here.  Hooks that
 would act during extraction also write "SAW ..." to stderr, so a test sees whether they ever ran then.
 
-The one forgery that still works by construction is documented in runner/grading.py (read the nonce's
+The one forgery that still works by construction is documented in runner/grading/__init__.py (read the nonce's
 pipe, write a report, os._exit(0)): its values must still be right for this run's random inputs.
 """
 
@@ -21,8 +21,9 @@ import pytest
 import pytest_asyncio
 
 from bot import feedback
-from bot.content.load import load_valid
-from runner.client import RunnerClient, RunnerConfig, RunResult
+from bot.course import runner_checks
+from bot.library.load import load_valid
+from runner.client import SOURCE_CHECK_KINDS, RunnerClient, RunnerConfig, RunResult
 from tests.conftest import LESSONS, LOCALES
 
 pytestmark = [
@@ -41,17 +42,34 @@ async def runner():
 
 
 def names_read(exercise) -> list[str]:
-    """The variables the exercise's checks read."""
-    names = {m for c in exercise.checks for m in re.findall(r"(?<![.\w])([A-Za-z_]\w*)", c.expr)}
+    """The variables the exercise's value checks read."""
+    values = [c for c in exercise.checks if c.kind not in SOURCE_CHECK_KINDS]
+    names = {m for c in values for m in re.findall(r"(?<![.\w])([A-Za-z_]\w*)", c.expr)}
     return sorted(names - {"and", "or", "not", "is", "None"})
 
 
+def concept_lines(exercise) -> str:
+    """Lines that satisfy the exercise's checks of the source (issue 21) and change none of the values: written,
+    never meant. So a forgery below is on trial for its trick alone, as before those checks existed."""
+    lines = []
+    for c in exercise.checks:
+        if c.kind == "uses":
+            lines.append(
+                {"requires_grad": "_torch.zeros(1).requires_grad_()", "detach": "_torch.zeros(1).detach()"}[c.expr]
+            )
+        elif c.kind == "inside":
+            lines.append(f"with _torch.no_grad():\n    {c.expr} = {c.expr}")
+    return "\n".join(lines)
+
+
 def prelude(exercise) -> str:
-    """The starter, then the right values worked out on the side, and the helper a hook uses to swap them in."""
+    """The starter (with the concepts written, to no effect), then the right values worked out on the side, and the
+    helper a hook uses to swap them in."""
     return f"""
 import sys, random as _random, torch as _torch
 _seed = _torch.initial_seed()
 {exercise.starter}
+{concept_lines(exercise)}
 _state = (_torch.get_rng_state(), _random.getstate())
 _torch.manual_seed(_seed)
 _random.seed(_seed)
@@ -121,7 +139,7 @@ for _meth in ("tolist", "detach", "cpu", "numel", "item", "__bool__", "__getitem
 
 NONCE_FROM_FRAMES = """
 import gc, json, os, re
-from runner import grading as _g
+from runner.grading import extraction as _g, parse_expression as _parse
 _hex = re.compile(r"[0-9a-f]{16,64}")
 _found = set()
 _f = sys._getframe()
@@ -144,7 +162,7 @@ for _o in gc.get_objects():
                 _found.update(_hex.findall(_x))
 _values = {}
 for _c in _checks:
-    _values[_c[0]] = _g._encode(_g._evaluate(_g.parse_expression(_c[1]), dict(_correct), []), 0, [])
+    _values[_c[0]] = _g._encode(_g._evaluate(_parse(_c[1]), dict(_correct), []), 0, [])
 for _nonce in sorted(_found):
     os.write(4, json.dumps({"v": 2, "nonce": _nonce, "values": _values}).encode())
     os.write(3, json.dumps({"exit": 0, "cpu": 0.0, "token": _nonce}).encode())
@@ -177,9 +195,9 @@ FORGERIES: dict[str, str] = {
         "for _n in _NAMES:\n    if _n in _old:\n        globals()[_n] = _old[_n]\n"
     ),
     "a child process that forges a report": (
-        "import os, json\nfrom runner import grading as _g\n"
+        "import os, json\nfrom runner.grading import extraction as _g, parse_expression as _parse\n"
         "if os.fork() == 0:\n    _nonce = os.read(5, 64).decode()\n"
-        "    _values = {_c[0]: _g._encode(_g._evaluate(_g.parse_expression(_c[1]), dict(_correct), []), 0, [])"
+        "    _values = {_c[0]: _g._encode(_g._evaluate(_parse(_c[1]), dict(_correct), []), 0, [])"
         " for _c in _checks}\n"
         "    os.write(4, json.dumps({'v': 2, 'nonce': _nonce, 'values': _values}).encode())\n    os._exit(0)\n"
         "os.wait()\n"
@@ -193,7 +211,7 @@ FORGERIES: dict[str, str] = {
 
 
 def forgery(exercise, name: str) -> str:
-    checks = [(c.id, c.expr) for c in exercise.checks]
+    checks = [(c.id, c.expr) for c in exercise.checks if c.kind not in SOURCE_CHECK_KINDS]
     body = FORGERIES[name].replace("{solution!r}", repr(exercise.solution))
     return prelude(exercise) + f"_checks = {checks!r}\n" + body
 
@@ -202,7 +220,7 @@ def forgery(exercise, name: str) -> str:
 @pytest.mark.parametrize("lesson_id", LESSON_IDS)
 async def test_a_forgery_never_passes(runner, lesson_id, name):
     exercise = COURSE.lesson(lesson_id).exercise
-    result = await runner.run(forgery(exercise, name), checks=feedback.runner_checks(exercise))
+    result = await runner.run(forgery(exercise, name), checks=runner_checks.exercise_checks(exercise))
     assert not result.passed, f"{name} passed {lesson_id}:\n{result.stderr[-1500:]}"
     assert "SAW" not in result.stderr, f"{name}: learner code ran during extraction:\n{result.stderr[-1500:]}"
 
@@ -213,8 +231,36 @@ async def test_the_right_values_worked_out_on_the_side_do_pass(runner, lesson_id
     # fails only because its trick is defeated.
     exercise = COURSE.lesson(lesson_id).exercise
     code = prelude(exercise) + "globals().update({n: _correct[n] for n in _NAMES if n in _correct})\n"
-    result = await runner.run(code, checks=feedback.runner_checks(exercise))
+    result = await runner.run(code, checks=runner_checks.exercise_checks(exercise))
     assert result.passed, [(o.id, o.message_key, dict(o.params)) for o in result.checks]
+
+
+# --- issue 21: the forgery that works by construction, against the exercises whose concept is checked in the source
+
+
+@pytest.mark.parametrize(
+    "lesson_id", [e for e in LESSON_IDS if any(c.kind in SOURCE_CHECK_KINDS for c in COURSE.lesson(e).exercise.checks)]
+)
+async def test_a_report_of_the_right_values_with_the_real_nonce_passes_no_exercise_whose_concept_is_missing(
+    runner, lesson_id
+):
+    """Read the nonce's pipe, report the right values (worked out on the side, without the concept in the code),
+    leave with os._exit(0): lessons 1 and 4 passed so, their concepts being `true` checks a report asserts.
+    Now the code itself is read, outside the sandbox: the values pass, the concept's checks do not."""
+    exercise = COURSE.lesson(lesson_id).exercise
+    values = [(c.id, c.expr) for c in exercise.checks if c.kind not in SOURCE_CHECK_KINDS]
+    code = (
+        prelude(exercise).replace(concept_lines(exercise), "")
+        + "import json\nfrom runner.grading import extraction as _g, parse_expression as _parse\n"
+        + f"_read = {values!r}\n"
+        + "_values = {_id: _g._encode(_g._evaluate(_parse(_e), dict(_correct), []), 0, []) for _id, _e in _read}\n"
+        + _with_the_real_nonce("json.dumps(_values).encode()")
+    )
+    result = await runner.run(code, checks=runner_checks.exercise_checks(exercise))
+    failed = {o.id for o in result.checks if not o.passed}
+    assert not result.passed and failed == {c.id for c in exercise.checks if c.kind in SOURCE_CHECK_KINDS}, [
+        (o.id, o.message_key, dict(o.params)) for o in result.checks
+    ]
 
 
 # --- values that used to crash the verdict: each is a failed attempt the learner is told about -------------
@@ -257,10 +303,10 @@ CRASHERS = {
 @pytest.mark.parametrize("lesson_id", LESSON_IDS)
 async def test_a_value_that_used_to_crash_the_verdict_is_a_failed_attempt_told_in_one_line(runner, lesson_id, name):
     exercise = COURSE.lesson(lesson_id).exercise
-    check = next(c for c in exercise.checks if c.kind != "true")
+    check = next(c for c in exercise.checks if c.kind != "true" and c.kind not in SOURCE_CHECK_KINDS)
     variable = re.match(r"[A-Za-z_]\w*", check.expr).group(0)
     code = exercise.starter + "\n" + CRASHERS[name](variable, check.id)
-    result: RunResult = await runner.run(code, checks=feedback.runner_checks(exercise))  # never a RunnerError
+    result: RunResult = await runner.run(code, checks=runner_checks.exercise_checks(exercise))  # never a RunnerError
     assert not result.passed
     lines = feedback.check_feedback(exercise, result)
     assert lines and all(len(line) <= 600 for line in lines), lines

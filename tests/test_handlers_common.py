@@ -12,9 +12,9 @@ import pytest
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Message
 
 from bot import render
-from bot.content.load import load_valid
 from bot.handlers.common import shows
 from bot.i18n import I18n
+from bot.library.load import load_valid
 from bot.localapi.text import format_text
 from bot.navigation import Place
 from bot.safehtml import Html

@@ -1,4 +1,4 @@
-"""The built-in Bot API server's own parts: what it keeps across a restart, and the command menu an app shows.
+"""The built-in Bot API server's own parts: what it keeps across a restart, the command menu an app shows, photos.
 
 Telegram's rules themselves are tested through the stand-in (test_standin.py), which is this server.
 """
@@ -7,16 +7,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import aiohttp
 import pytest
+import telegram
+from telegram.error import BadRequest
 
 from bot.errors import StorageError
 from bot.localapi import BotApiServer, StateStore
+from tests.images import jpeg_header, png
 
 TOKEN = "42:LOCAL-TEST"
 
 
 def _server(path: Path) -> BotApiServer:
     return BotApiServer(TOKEN, "local_bot", store=StateStore(path))
+
+
+def _bot(api: BotApiServer) -> telegram.Bot:
+    """PTB's Bot against the server, downloading files from it as the course bot does."""
+    return telegram.Bot(TOKEN, base_url=api.base_url, base_file_url=f"{api.api_base_url}/file/bot")
 
 
 async def test_chats_polls_and_update_ids_come_back_after_a_restart(tmp_path: Path):
@@ -85,3 +94,61 @@ async def test_a_history_in_a_folder_that_cannot_be_made_is_one_clear_error(tmp_
     with pytest.raises(StorageError, match="cannot open the web chat's history"):
         async with _server(tmp_path / "file" / "history.sqlite3"):
             pass
+
+
+async def test_a_photo_is_kept_as_uploaded_reused_by_file_id_and_downloaded_by_its_getfile_path(tmp_path: Path):
+    image = png(64, 48)
+    path = tmp_path / "history.sqlite3"
+    async with _server(path) as api, aiohttp.ClientSession() as http, _bot(api) as bot:
+        api.add_user({"id": 7, "is_bot": False, "first_name": "Ada"})
+        api.write_text(7, "/start")
+        sent = await bot.send_photo(7, image, caption="<b>Well done</b>, Ada", parse_mode="HTML")
+        (size,) = sent.photo
+        assert (size.width, size.height, size.file_size) == (64, 48, len(image))
+        assert sent.caption == "Well done, Ada" and sent.caption_entities[0].type == "bold"
+        again = await bot.send_photo(7, size.file_id)
+        assert again.photo[-1].file_unique_id == size.file_unique_id
+        file = await bot.get_file(size.file_id)
+        assert file.file_size == len(image)
+        assert bytes(await file.download_as_bytearray()) == image  # PTB downloads what getFile names
+        path_only = file.file_path.rsplit("/", 2)[-2:]
+        async with http.get(f"{api.api_base_url}/file/bot1:WRONG/{'/'.join(path_only)}") as wrong:
+            assert wrong.status == 404
+    async with _server(path) as api:  # the photo is still there after a restart, under the same id
+        assert api.files.by_id[size.file_id].data == image
+        assert api.chats[7].messages[sent.message_id]["photo"][0]["file_id"] == size.file_id
+        fresh = api.send_photo({"chat_id": 7, "photo": {"uploaded": True, "data": png(2, 2), "file_name": "x.png"}})
+        assert fresh["photo"][0]["file_id"] != size.file_id
+
+
+@pytest.mark.parametrize(
+    ("photo", "refusal"),
+    [
+        (b"print('not an image')\n", "Image_process_failed"),
+        (png(10_000, 1), "Photo_invalid_dimensions"),  # over 10000 in total
+        (png(2100, 100), "Photo_invalid_dimensions"),  # a ratio over 20
+        (jpeg_header(9000, 1200), "Photo_invalid_dimensions"),
+        ("AgACunknown", "Wrong file identifier/http url specified"),
+        ("https://example.com/cat.jpg", "does not download urls"),
+    ],
+)
+async def test_photos_telegram_refuses_are_refused_with_its_reason(photo: bytes | str, refusal: str):
+    async with BotApiServer(TOKEN, "local_bot") as api, _bot(api) as bot:
+        api.add_user({"id": 7, "is_bot": False, "first_name": "Ada"})
+        api.write_text(7, "/start")
+        with pytest.raises(BadRequest) as refused:
+            await bot.send_photo(7, photo)
+        assert refusal.lower() in refused.value.message.lower()
+        assert api.chats[7].bot_messages() == []
+
+
+async def test_a_document_is_not_a_photo_and_a_jpeg_is_measured_from_its_frame():
+    async with BotApiServer(TOKEN, "local_bot") as api, _bot(api) as bot:
+        api.add_user({"id": 7, "is_bot": False, "first_name": "Ada"})
+        api.write_text(7, "/start")
+        document = await bot.send_document(7, b"x = 1\n", filename="x.py")
+        with pytest.raises(BadRequest, match=r"(?i)can't use file of type document as photo"):
+            await bot.send_photo(7, document.document.file_id)
+        sent = await bot.send_photo(7, jpeg_header(1280, 720) + b"\xff\xd9")
+        assert (sent.photo[-1].width, sent.photo[-1].height) == (1280, 720)
+        assert api.files.by_id[sent.photo[-1].file_id].mime == "image/jpeg"

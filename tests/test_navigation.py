@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.content.model import Course, Lesson, Question, Slide
-from bot.content.parsing import parse
+from bot.course.model import Course, Lesson, Question, Slide
+from bot.course.parsing import parse
 from bot.learner import NOT_STARTED, Answer, LessonProgress
 from bot.navigation import (
     Place,

@@ -12,8 +12,8 @@ import pytest
 
 from bot import render
 from bot.bidi import LRI, PDI
-from bot.content.load import load_valid
 from bot.i18n import I18n
+from bot.library.load import load_valid
 from tests.conftest import LESSONS, LOCALES
 
 CONTENT = load_valid(LESSONS, LOCALES)

@@ -23,8 +23,9 @@ LIMITS = Limits(cpu_time_s=2)
         (JobEnd(1, None, "Traceback\nMemoryError\n\n"), "memory_limit"),
         (JobEnd(1, None, "MemoryError\nbut then\nValueError: x"), "error"),  # only the last line tells
         (JobEnd(None, signal.SIGSEGV, ""), "killed"),
-        (JobEnd(None, signal.SIGXCPU, ""), "timeout"),
-        (JobEnd(None, signal.SIGKILL, "", cpu_s=2.5), "timeout"),  # RLIMIT_CPU's hard limit
+        (JobEnd(None, signal.SIGXCPU, ""), "cpu_limit"),
+        (JobEnd(None, signal.SIGKILL, "", cpu_s=2.5), "cpu_limit"),  # RLIMIT_CPU's hard limit
+        (JobEnd(None, signal.SIGKILL, "", cpu_exceeded=True), "cpu_limit"),  # the runner's watch of the cgroup
         (JobEnd(None, signal.SIGKILL, "", cpu_s=0.1), "killed"),
         (JobEnd(None, signal.SIGKILL, ""), "killed"),  # CPU not measured (Docker)
         (JobEnd(None, signal.SIGKILL, "", oom_killed=True), "memory_limit"),

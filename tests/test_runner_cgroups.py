@@ -188,7 +188,7 @@ def test_v2_cpu_time_quota_and_pinning_on_a_fake_filesystem(tmp_path, monkeypatc
     monkeypatch.setattr(Path, "mkdir", mkdir)
     tree = cgroups.CgroupTree(layout, "coursebot-runner.test")
     tree._make(1)
-    assert (layout.own["unified"] / "cgroup.subtree_control").read_text() == "+pids +memory +cpu +cpuset"
+    assert (layout.own["unified"] / "cgroup.subtree_control").read_text() == "+pids +memory +cpu +cpuset +io"
     slot = tree.slots[0]
     slot.configure(Limits())
     assert (slot.dirs["unified"] / "cpu.max").read_text() == "100000 100000" and slot.cpu_quota_cores == 1.0
@@ -288,3 +288,53 @@ def test_a_tree_whose_owner_lives_is_never_cleaned_up_as_stale(tmp_path):
         d.mkdir()
     cgroups.CgroupTree(cgroups.Layout(1, {"pids": own}), f"{cgroups.TREE_PREFIX}{os.getpid()}")._cleanup_stale()
     assert alive.is_dir() and not dead.exists() and not nameless.exists()
+
+
+# --- disk I/O (issue 21): each cell throttled on every block device -------------------------------------------
+
+
+def test_block_devices_are_read_from_sys_block(tmp_path):
+    for name, dev in (("vda", "254:0\n"), ("loop0", "7:0\n"), ("odd", "not a device\n")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "dev").write_text(dev)
+    (tmp_path / "nodev").mkdir()
+    assert cgroups.block_devices(tmp_path) == ["7:0", "254:0"]
+
+
+def test_a_v1_cell_throttles_reads_and_writes_in_bytes_and_ios(tmp_path):
+    dirs = {c: tmp_path / c for c in ("pids", "memory", "blkio")}
+    for d in dirs.values():
+        d.mkdir()
+        (d / "cgroup.procs").touch()
+    cell = cgroups.JobCgroup(cgroups.Layout(1, dirs), dirs)
+    files = {}
+
+    def write(path, value):
+        files.setdefault(path.name, []).append(value)
+
+    import runner.cgroups as C
+
+    original, C._write = C._write, write
+    try:
+        assert cell.limit_io(["254:0", "7:0"], bytes_per_s=1000, ios=10) == 2
+    finally:
+        C._write = original
+    assert files["blkio.throttle.read_bps_device"] == ["254:0 1000", "7:0 1000"]
+    assert files["blkio.throttle.write_bps_device"] == ["254:0 1000", "7:0 1000"]
+    assert (
+        files["blkio.throttle.read_iops_device"] == files["blkio.throttle.write_iops_device"] == ["254:0 10", "7:0 10"]
+    )
+    no_blkio = {c: d for c, d in dirs.items() if c != "blkio"}
+    assert cgroups.JobCgroup(cgroups.Layout(1, no_blkio), no_blkio).limit_io(["254:0"]) == 0
+
+
+def test_a_v2_cell_writes_one_io_max_line_per_device(tmp_path):
+    d = tmp_path / "slot"
+    d.mkdir()
+    for name in ("cgroup.procs", "io.max"):
+        (d / name).touch()
+    cell = cgroups.JobCgroup(cgroups.Layout(2, {"unified": d}), {"unified": d})
+    assert cell.limit_io(["8:0"], bytes_per_s=1000, ios=10) == 1
+    assert (d / "io.max").read_text() == "8:0 rbps=1000 wbps=1000 riops=10 wiops=10"
+    (d / "io.max").unlink()  # no io controller enabled: nothing to throttle with
+    assert cell.limit_io(["8:0"]) == 0

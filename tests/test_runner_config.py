@@ -33,6 +33,7 @@ def test_an_empty_environment_gives_the_defaults():
         ("RUNNER_STARTUP_TIMEOUT", " 42.5 ", "startup_timeout_s", 42.5),
         ("RUNNER_DOCKER_IMAGE", "coursebot", "docker_image", "coursebot"),
         ("DOCKER_HOST", "tcp://127.0.0.1:2375", "docker_host", "tcp://127.0.0.1:2375"),
+        ("COURSEBOT_LOG_FORMAT", "JSON", "log_format", "json"),
     ],
 )
 def test_each_variable_sets_its_setting(variable, raw, field, value):
@@ -98,6 +99,7 @@ def every_setting_changed() -> RunnerConfig:
             "RUNNER_DOCKER_IMAGE": "img:2",
             "DOCKER_HOST": "unix:///docker.sock",
             "RUNNER_TOKEN": "t" * 32,
+            "COURSEBOT_LOG_FORMAT": "json",
         }
     )
 

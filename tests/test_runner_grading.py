@@ -2,6 +2,7 @@
 a failed check carries.  Extraction inside the sandbox is proved in test_grading_forgeries.py."""
 
 import json
+import re
 
 import pytest
 
@@ -332,3 +333,117 @@ def test_a_mismatch_shows_what_the_learner_got_as_python_prints_it(value, shown)
     check = G.Check(id="c", expr="x", kind="equal", expect=123)
     passed, _, params = G.compare(check, G.parse_value(value), 123)
     assert not passed and params["got"] == shown
+
+
+def test_an_expression_is_measured_before_it_is_parsed(monkeypatch):
+    # A 7.6 MiB expression once took the runner 8 s and 1.5 GB to parse before it was refused.
+    import ast
+
+    real = ast.parse
+
+    def parse(source, filename="<unknown>", mode="exec", **kwargs):
+        if mode == "eval" and len(source) > 10_000:
+            raise AssertionError("parsed an expression too long to be a check")
+        return real(source, filename, mode, **kwargs)
+
+    monkeypatch.setattr(ast, "parse", parse)
+    with pytest.raises(InvalidRequest, match=r"too long for a check \(7969171 characters, at most 200\)") as refused:
+        G.Check("g", "x.grad and " * 724_470 + "x")
+    assert "x.grad" not in str(refused.value)
+
+
+# --- issue 21: checks of the submitted source, and "same" -----------------------------------------------------
+
+from runner.grading import source as S  # noqa: E402
+
+LESSON_1 = "import torch\nw = torch.randint(1, 100, (3,)).float()\nw.requires_grad_()\ny = w * 3\nd = y.detach()\n"
+LESSON_4 = (
+    "import torch\nw = torch.rand(3)\nw.requires_grad_()\n((w - 3) ** 2).sum().backward()\n"
+    "with torch.no_grad():\n    w -= 0.1 * w.grad\n    pred = w * 2\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("code", "met"),
+    [
+        (LESSON_1, True),
+        ("w = torch.ones(3, requires_grad=True)\n", True),
+        ("w = torch.ones(3)\nw.requires_grad = True\n", True),
+        ("w.requires_grad_(True)\n", True),
+        ("with torch.enable_grad():\n    for _ in range(1):\n        w.requires_grad_()\n", True),
+        ("w.requires_grad_(False)\n", False),
+        ("w = torch.ones(3, requires_grad=False)\n", False),
+        ("if False:\n    w.requires_grad_()\n", False),  # written, never run
+        ("def f():\n    w.requires_grad_()\n", False),
+        ("f = lambda: w.requires_grad_()\n", False),
+        ("x = False and w.requires_grad_()\n", False),
+        ("x = w.requires_grad_() if False else None\n", False),
+        ("try:\n    w.requires_grad_()\nexcept Exception:\n    pass\n", False),
+        ("[w.requires_grad_() for _ in []]\n", False),
+        ("s = 'w.requires_grad_()'\nexec(s)\n", False),  # a string is not code
+        ("w.requires_grad_(\n", False),  # not Python
+    ],
+)
+def test_uses_requires_grad_is_read_only_in_code_that_always_runs(code, met):
+    assert S.judge(code, "uses", "requires_grad", None) is met
+
+
+def test_uses_detach_and_inside_no_grad():
+    assert S.judge(LESSON_1, "uses", "detach", None)
+    assert not S.judge(LESSON_1.replace("y.detach()", "y.data"), "uses", "detach", None)
+    for name in ("w", "pred"):
+        assert S.judge(LESSON_4, "inside", name, ["no_grad"])
+        assert S.judge(LESSON_4.replace("no_grad", "inference_mode"), "inside", name, ["no_grad"])
+        assert not S.judge(LESSON_4.replace("torch.no_grad()", "open('x')"), "inside", name, ["no_grad"])
+    assert S.judge("with torch.no_grad():\n    w.sub_(1)\n", "inside", "w", ["no_grad"])  # in place, by a method
+    assert not S.judge("with torch.no_grad():\n    w.sub(1)\n", "inside", "w", ["no_grad"])
+    assert not S.judge("with torch.no_grad():\n    pass\npred = w * 2\n", "inside", "pred", ["no_grad"])
+    assert not S.judge("if x:\n    with torch.no_grad():\n        pred = w\n", "inside", "pred", ["no_grad"])
+
+
+def test_source_larger_than_the_bound_is_never_parsed():
+    assert not S.judge(LESSON_1 + "#" * S.SOURCE_MAX_BYTES, "uses", "requires_grad", None)
+
+
+def test_a_source_check_is_judged_outside_whatever_the_run_reported():
+    checks = G.ExerciseChecks(
+        (G.Check("v", "x", kind="equal", expect=1), G.Check("on", "requires_grad", kind="uses")),
+    )
+    judged = G.judge_source(checks, "x = 1\n")
+    assert judged == {"on": False}
+    outcomes, passed = G.verify(checks, "ok", report("N", v=["int", 1]), "N", None, judged)
+    assert not passed and [(o.id, o.passed, o.message_key) for o in outcomes] == [
+        ("v", True, "checks.passed"),
+        ("on", False, "checks.source"),
+    ]
+    assert dict(outcomes[1].params) == {"kind": "uses", "expr": "requires_grad"}
+    assert G.job_spec(checks, "N")["exprs"].keys() == {"v"}  # nothing of it goes into the sandbox
+    # A forged report cannot answer for it: its id in the values changes nothing.
+    forged = report("N", v=["int", 1], on=["bool", True])
+    assert not G.verify(checks, "ok", forged, "N", None, judged)[1]
+
+
+@pytest.mark.parametrize(
+    ("kind", "expr", "expect", "message"),
+    [
+        ("uses", "grad", None, "a 'uses' check names one of: requires_grad, detach"),
+        ("uses", "detach", [1], "takes no 'expect'"),
+        ("inside", "w", None, "'expect' lists blocks among: no_grad"),
+        ("inside", "w.x", ["no_grad"], "names one variable"),
+    ],
+)
+def test_a_source_check_naming_what_the_runner_does_not_know_is_refused(kind, expr, expect, message):
+    with pytest.raises(InvalidRequest, match=re.escape(message)):
+        G.Check("c", expr, kind=kind, expect=expect)
+
+
+def test_same_wants_the_place_in_the_graph_too():
+    tracked = T([3.0], requires_grad=True, is_leaf=False, grad_fn="MulBackward0")
+    plain = T([3.0])
+    ch = G.ExerciseChecks((G.Check("y", "y", kind="same"),), reference="y = 1")
+    ref = {"y": G.parse_value(tracked)}
+    assert G.verify(ch, "ok", report("N", y=tracked), "N", ref)[1]
+    outcomes, passed = G.verify(ch, "ok", report("N", y=plain), "N", ref)
+    assert not passed and outcomes[0].params["lost_requires_grad"] is True
+    close = G.ExerciseChecks((G.Check("y", "y", kind="close"),), reference="y = 1")
+    assert G.verify(close, "ok", report("N", y=plain), "N", ref)[1]  # close: the numbers alone, as before

@@ -8,6 +8,7 @@ import socket
 import pytest
 import pytest_asyncio
 
+from runner import references
 from runner.errors import InvalidRequest, RunnerBusy
 from runner.grading import Check, ExerciseChecks
 from runner.limits import Limits
@@ -80,8 +81,8 @@ async def test_exit_codes(pool, code, status, exit_code):
 async def test_each_limit_has_its_status(pool):
     r = await pool.run("import time; time.sleep(30)", limits={"wall_time_s": 0.5})
     assert r.status == "timeout"
-    r = await pool.run("while True: pass", limits={"cpu_time_s": 1, "wall_time_s": 10})
-    assert r.status == "timeout" and r.signal in (signal.SIGXCPU, signal.SIGKILL)
+    r = await pool.run("while True: pass", limits={"cpu_time_s": 1, "wall_time_s": 60})
+    assert r.status == "cpu_limit" and r.signal in (signal.SIGXCPU, signal.SIGKILL)
     r = await pool.run(
         "b = bytearray(600 * 2**20)\nb[::4096] = b'x' * len(b[::4096])", limits={"memory_bytes": 128 * 2**20}
     )
@@ -118,6 +119,15 @@ async def test_busy_when_queue_is_full(pool):
     rs = await asyncio.gather(*slow)
     assert all(r.status == "ok" for r in rs)
     assert (await pool.run("print(1)")).stdout == "1\n"
+
+
+@pytest.mark.parametrize("size", [100, 10_000, 60_000])
+async def test_code_of_any_size_runs_whichever_way_its_spec_travels(pool, size):
+    # A short spec travels inside the job's message, a long one (past INLINE_SPEC_BYTES) in a memfd; non-ASCII
+    # code is six times longer in JSON than in characters (60,000 é: 120,000 bytes, near the 128 KiB limit).
+    comment = "# " + "é" * size + "\n"
+    r = await pool.run(comment + "print('ran')", seed=3)
+    assert (r.status, r.stdout) == ("ok", "ran\n"), r
 
 
 async def test_bad_requests(pool):
@@ -161,6 +171,40 @@ async def test_graded_with_reference_and_seed(pool):
     assert r.passed
     r = await pool.run(ref.replace("sin", "cos"), checks=checks)
     assert not r.passed
+
+
+async def test_graded_runs_take_references_computed_ahead_each_on_a_seed_of_its_own(pool):
+    ref = "import torch\nx = torch.randn(4, requires_grad=True)\n(x.sin().sum()).backward()\n"
+    checks = ExerciseChecks(checks=(Check("g", "x.grad"),), reference=ref)
+    answer = ref + "print(torch.initial_seed())"
+    first = await pool.run(answer, checks=checks)  # none ready yet: its reference runs on demand
+    assert first.passed
+    for _ in range(200):  # then some are computed ahead, while the pool is idle
+        if pool.stats()["references_ready"]:
+            break
+        await asyncio.sleep(0.05)
+    taken = pool.stats()["references_taken"]
+    runs = [await pool.run(answer, checks=checks) for _ in range(3)]
+    assert all(r.passed for r in runs), runs
+    assert pool.stats()["references_taken"] > taken
+    seeds = [r.stdout for r in (first, *runs)]
+    assert len(set(seeds)) == len(seeds)  # no seed twice
+    wrong = await pool.run(ref.replace("sin", "cos"), checks=checks)  # a ready seed grades as strictly
+    assert not wrong.passed and wrong.checks[0].message_key == "checks.mismatch"
+    # The next tests count slots and processes: the refills end first.
+    for _ in range(400):
+        if pool.stats()["references_ready"] >= references.SEEDS_PER_EXERCISE and not pool.stats()["running"]:
+            break
+        await asyncio.sleep(0.05)
+
+
+async def test_a_run_that_names_its_seed_computes_its_reference_on_that_seed(pool):
+    ref = "import torch\nx = torch.randn(4, requires_grad=True)\n(x.sin().sum()).backward()\n"
+    checks = ExerciseChecks(checks=(Check("g", "x.grad"),), reference=ref)
+    taken = pool.stats()["references_taken"]
+    r = await pool.run(ref + "print(torch.initial_seed())", checks=checks, seed=1234)
+    assert r.passed and r.stdout == "1234\n"
+    assert pool.stats()["references_taken"] == taken
 
 
 async def test_zygote_restarts_after_it_dies(pool):
@@ -253,3 +297,16 @@ async def test_everyday_python_runs_under_the_seccomp_allow_list(pool, name):
     r = await pool.run(EVERYDAY[name], limits={"wall_time_s": 30, "cpu_time_s": 20})
     assert r.status == "ok", (name, r)
     assert "Function not implemented" not in r.stderr and "not permitted" not in r.stderr, (name, r.stderr)
+
+
+async def test_the_reference_cache_keys_on_the_checks_ids_too(pool):
+    # A lesson reload that swapped two checks' ids once kept the old reference values until a restart, so a
+    # wrong answer passed: the values come back by id, and the cache keyed only on the expressions.
+    reference = "x = 1\ny = 2\n"
+    first = ExerciseChecks((Check("a", "x", kind="equal"), Check("b", "y", kind="equal")), reference=reference)
+    assert (await pool.run(reference, checks=first, seed=7)).passed
+    swapped = ExerciseChecks((Check("b", "x", kind="equal"), Check("a", "y", kind="equal")), reference=reference)
+    wrong = "x = 2\ny = 1\n"  # right for the old ids' values, wrong for the expressions now under them
+    result = await pool.run(wrong, checks=swapped, seed=7)
+    assert not result.passed and [(c.id, c.passed) for c in result.checks] == [("b", False), ("a", False)]
+    assert (await pool.run(reference, checks=swapped, seed=7)).passed

@@ -1,6 +1,6 @@
 import pytest
 
-from runner.result import STATUSES, CheckOutcome, RunResult
+from runner.result import CheckOutcome, MessageKey, RunResult, Status
 
 
 def sample(**kw):
@@ -42,7 +42,17 @@ def test_unknown_status_rejected():
 
 
 def test_statuses():
-    assert set(STATUSES) == {"ok", "error", "timeout", "memory_limit", "output_limit", "killed"}
+    assert set(Status) == {"ok", "error", "timeout", "cpu_limit", "memory_limit", "output_limit", "killed"}
+
+
+def test_status_and_message_keys_read_back_as_their_enums_and_travel_as_plain_strings():
+    r = sample(status="timeout", checks=[CheckOutcome("a", False, "checks.not_run", {"status": "timeout"})])
+    wire = r.to_dict()
+    assert wire["status"] == "timeout" and type(wire["status"]) is Status  # json.dumps writes "timeout"
+    back = RunResult.from_dict({**wire, "status": "timeout"})
+    assert back.status is Status.TIMEOUT and back.checks[0].message_key is MessageKey.NOT_RUN
+    # A check's own key (not one of the runner's) stays the string it is.
+    assert CheckOutcome("a", False, "lesson.own_key").message_key == "lesson.own_key"
 
 
 def test_outcome_params_are_read_only():

@@ -2,6 +2,7 @@
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -108,3 +109,61 @@ def test_a_jobs_rlimits_forbid_realtime_and_higher_priority(monkeypatch):
     monkeypatch.setattr(resource, "setrlimit", lambda res, value: calls.__setitem__(res, value))
     sandbox.set_rlimits(Limits())
     assert calls[resource.RLIMIT_RTPRIO] == (0, 0) and calls[resource.RLIMIT_NICE] == (0, 0)
+
+
+# --- per-slot uids (issue 21): the jobs' host uids, mapped by the runner into the sandbox's user namespace --------
+
+
+def test_with_job_uids_the_runner_maps_them_while_bwrap_waits_and_the_zygote_may_hand_them_out():
+    cfg = sandbox.SandboxConfig.from_config(host_config())
+    if not os.access(cfg.bwrap, os.X_OK):
+        pytest.skip("no bwrap on this host (apt-get install -y bubblewrap)")
+    p = sandbox.plan(cfg, ["/bin/true"], [], None, job_uids=(70001, 8))
+    try:
+        argv = bwrap_argv(p)
+        if os.geteuid() != 0:  # only root may map uids besides its own: no block, no maps
+            assert p.userns is None and "--userns-block-fd" not in argv
+            return
+        assert p.userns is not None
+        assert p.userns.maps == f"{cfg.sandbox_uid} {cfg.sandbox_uid} 1\n70001 70001 8\n"  # host numbers inside too
+        block, info = argv[argv.index("--userns-block-fd") + 1], argv[argv.index("--info-fd") + 1]
+        assert {int(block), int(info)} <= set(p.pass_fds)
+        caps = {argv[i + 1] for i, a in enumerate(argv) if a == "--cap-add"}
+        assert caps == {"CAP_SYS_ADMIN", "CAP_SETPCAP", "CAP_SETUID", "CAP_SETGID"}
+    finally:
+        if p.userns is not None:
+            p.userns.close()
+        p.close_fds()
+        p.remove_stage()
+
+
+def test_the_directories_above_mount_points_are_open_to_every_uid(plan):
+    # bwrap makes missing ones 0700, owned by the sandbox's uid: a job's own uid could not reach the interpreter.
+    argv = bwrap_argv(plan)
+    opened = {argv[i + 3] for i, a in enumerate(argv) if a == "--perms" and argv[i + 1] == "0755"}
+    first_bind = argv.index("--ro-bind")
+    assert all(argv.index(d) < first_bind for d in opened)
+    for dest in ro_dests(argv):
+        for parent in Path(dest).parents:
+            assert str(parent) == "/" or str(parent) in opened, (dest, parent)
+
+
+def test_each_runner_claims_uids_no_other_runner_holds():
+    from runner import uids
+
+    a = uids.claim(80000, 8)
+    b = uids.claim(80000, 8)
+    try:
+        assert (a.first, b.first) == (80001, 80009)  # the next free block
+        assert [a.uid(i) for i in (0, 7)] == [80001, 80008]
+        with pytest.raises(IndexError):
+            a.uid(8)
+        c = uids.claim(80004, 8)  # another base: its blocks from 80005 and 80013 overlap a's and b's
+        assert c.first == 80021
+        c.release()
+    finally:
+        a.release()
+        b.release()
+    again = uids.claim(80000, 8)  # released with its owner
+    assert again.first == 80001
+    again.release()

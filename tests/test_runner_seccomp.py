@@ -68,7 +68,7 @@ def test_every_syscall_number_gets_what_the_policy_says(arch, is_job):
     prog = S.build(arch, job=is_job)
     allowed = {table[n] for n in S.allowed_names(job=is_job) if n in table} - {table[n] for n in S.CHECKED}
     denied = {table[n] for n in S.BASE_DENY + (S.JOB_DENY if is_job else ()) if n in table}
-    checked = {table[n] for n in S.CHECKED} | ({table["clone"]} if is_job else set())
+    checked = {table[n] for n in S.CHECKED + (S.JOB_CHECKED if is_job else ())}
     for nr in range(0, 1024):
         if nr in checked:
             continue
@@ -306,3 +306,20 @@ def test_installed_filter_really_denies():
     got = os.read(r, 200).decode().split()
     os.waitpid(pid, 0)
     assert got == [f"inet-{errno.EAFNOSUPPORT}", "unix-ok", f"ptrace--1-{errno.EPERM}", "2"]
+
+
+def test_page_cache_probes_and_evictions_are_refused_to_jobs(job, zyg):
+    # Which pages of a shared file are cached tells what other jobs or the host read; evicting them costs everyone.
+    for name in ("fadvise64", "readahead"):
+        assert ev(job, name, 3, 0, 0, 4) == EPERM
+    for name in ("preadv2", "pwritev2"):
+        for prog in (job, zyg):
+            assert ev(prog, name, 3, 0, 1, 0, 0, S.RWF_NOWAIT) == EPERM
+            assert ev(prog, name, 3, 0, 1, 0, 0, S.RWF_NOWAIT | 1) == EPERM  # with RWF_HIPRI besides
+            assert ev(prog, name, 3, 0, 1, 0, 0, 0) == ALLOW
+            assert ev(prog, name, 3, 0, 1, 0, 0, 0x10) == ALLOW  # RWF_APPEND
+    for advice in S.MADVISE_DENY:
+        assert ev(job, "madvise", 0, 4096, advice) == EPERM
+    for advice in (0, 4, 8, 10, 11, 14, 15):  # normal, dontneed, free, dontfork, dofork, (no)hugepage
+        assert ev(job, "madvise", 0, 4096, advice) == ALLOW
+    assert ev(zyg, "madvise", 0, 4096, 25) == ALLOW  # MADV_COLLAPSE: the zygote's huge pages

@@ -10,7 +10,16 @@ import pytest
 
 from runner import protocol
 from runner.client import RunnerClient
-from runner.errors import InvalidRequest, ProtocolError, RunnerBusy, RunnerClosed, RunnerConfigError, Unauthorized
+from runner.config import UnixAddress
+from runner.errors import (
+    InvalidRequest,
+    JobLost,
+    ProtocolError,
+    RunnerBusy,
+    RunnerClosed,
+    RunnerConfigError,
+    Unauthorized,
+)
 from runner.grading import Check, ExerciseChecks
 from runner.result import CheckOutcome, RunResult
 from runner.service import SECRET_ENV, Service, scrub_environment
@@ -30,7 +39,7 @@ class FakeBackend:
         return RunResult("ok", code.upper(), "", 0, None, 1.0, False, outcomes, bool(outcomes))
 
     def stats(self):
-        return {"backend": "fake"}
+        return {"backend": "fake", "size": 1, "queue": 0, "fingerprint": "f1", "running": 0, "waiting": 0}
 
     async def close(self):
         pass
@@ -63,7 +72,7 @@ async def test_run_over_unix_and_tcp(served):
             r = await c.run("hello", limits={"cpu_time_s": 1}, seed=5)
             assert r.stdout == "HELLO" and r.status == "ok"
             assert await c.ping()
-            assert c.info["protocol"] == 1 and c.info["backend"] == "fake"
+            assert (c.info.protocol, c.info.backend, c.info.fingerprint) == (1, "fake", "f1")
     assert backend.calls[0][1:] == ({"cpu_time_s": 1}, None, 5)
 
 
@@ -128,15 +137,54 @@ async def test_connect_failures(tmp_path):
         await RunnerClient.connect("http://x")
 
 
-async def test_server_going_away_fails_pending(served):
-    _svc, _, path = served
-    c = await RunnerClient.connect(path)
-    task = asyncio.ensure_future(c.run("sleep 5"))
-    await asyncio.sleep(0.1)
-    c._writer.close()
-    with pytest.raises((RunnerClosed, ProtocolError)):
-        await task
-    await c.close()
+async def test_a_runner_going_away_with_a_job_costs_that_job_a_job_lost(tmp_path):
+    # A runner that reads the request, then dies (its end of the connection closes) without answering.
+    path = str(tmp_path / "dying.sock")
+    got = asyncio.Event()
+
+    async def die(reader, writer):
+        await protocol.read_frame(reader)
+        got.set()
+        writer.close()
+
+    server = await asyncio.start_unix_server(die, path=path)
+    client = RunnerClient(UnixAddress(path), request_timeout_s=30)
+    try:
+        with pytest.raises(JobLost, match="went away before it answered"):
+            await client.run("print(1)")
+        assert got.is_set()
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_every_request_has_a_connection_of_its_own_so_a_restarted_runner_is_reached_again(tmp_path):
+    path = str(tmp_path / "r.sock")
+    first = Service(FakeBackend())
+    await first.listen(path)
+    client = await RunnerClient.connect(path)
+    assert (await client.run("one")).stdout == "ONE"
+    await first.close()  # the runner stops: its socket is gone
+    with pytest.raises(RunnerClosed, match="cannot reach the runner"):
+        await client.ping()  # a ping does not wait: a health check wants the truth now
+    job = asyncio.ensure_future(client.run("two"))  # a job waits for the runner to be back
+    await asyncio.sleep(0.3)
+    assert not job.done()
+    second = Service(FakeBackend())
+    await second.listen(path)
+    try:
+        assert (await asyncio.wait_for(job, 10)).stdout == "TWO"
+        assert await client.ping()
+    finally:
+        await second.close()
+
+
+async def test_over_tcp_each_connection_presents_the_token_first(served):
+    svc, backend, _ = served
+    async with RunnerClient.connect(tcp_address(svc), token=TOKEN) as c:
+        results = await asyncio.gather(*(c.run(f"job {i}") for i in range(5)))
+    assert [r.stdout for r in results] == [f"JOB {i}" for i in range(5)]
+    assert len(backend.calls) == 5
 
 
 def test_scrub_environment(monkeypatch):
@@ -255,3 +303,178 @@ async def test_the_bot_presents_runner_token_to_a_tcp_runner(served):
     async with connect_runner(Config.from_env(env)) as runner:
         assert (await runner.run("hi")).stdout == "HI"
     assert [c[0] for c in backend.calls] == ["hi"]
+
+
+# --- issue 21: a request is measured before it is read, and an error never echoes what was sent ------------------
+
+ECHO = "ECHO-ME-" * 1000
+
+
+def check(**fields):
+    return {"checks": [{"id": "g", "expr": "x", **fields}], "reference": None}
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        pytest.param({"op": "run", "code": "x", "checks": check(expr="x." + ECHO)}, id="a long expression"),
+        pytest.param({"op": "run", "code": "x", "checks": check(expr="x +", kind=ECHO)}, id="a kind"),
+        pytest.param({"op": "run", "code": "x", "checks": check(id=ECHO)}, id="a check id"),
+        pytest.param({"op": "run", "code": "x", "checks": check(expect=[[[[[[[[[[ECHO]]]]]]]]]])}, id="an expect"),
+        pytest.param({"op": "run", "code": "x", "checks": check(message_key=ECHO)}, id="a message key"),
+        pytest.param({"op": "run", "code": "x", "checks": {"checks": ECHO}}, id="malformed checks"),
+        pytest.param({"op": ECHO}, id="an op"),
+        pytest.param({"op": "run", "code": "x", "v": ECHO}, id="a protocol version"),
+    ],
+)
+async def test_an_error_names_the_rule_and_never_echoes_the_request(served, request_):
+    _, backend, path = served
+    body = json.dumps({"v": 1, "id": 5, **request_}).encode()
+    reply = await raw_exchange(path, struct.pack(">I", len(body)) + body)
+    assert reply["ok"] is False and backend.calls == []
+    message = reply["error"]["message"]
+    assert "ECHO" not in message and len(message) < 300, message
+
+
+@pytest.mark.parametrize(
+    "limits", [{ECHO: 1}, {"wall_time_s": ECHO}, {"open_files": 1.5}], ids=["name", "value", "whole"]
+)
+def test_a_limit_refused_is_named_without_its_value(limits):
+    # The backends read a request's limits (backend.Request.of): the service hands them on as sent.
+    from runner.limits import Limits
+
+    with pytest.raises(InvalidRequest) as refused:
+        Limits.from_dict(limits)
+    assert "ECHO" not in str(refused.value) and "1.5" not in str(refused.value)
+
+
+# --- issue 21: the TCP door: capped before the hello, one deadline, back-off on wrong tokens, a bounded log ------
+
+
+def tcp_host_port(svc):
+    host, port = tcp_address(svc)[len("tcp://") :].rsplit(":", 1)
+    return host, int(port)
+
+
+async def hello_reply(svc, hello: bytes):
+    r, w = await asyncio.open_connection(*tcp_host_port(svc))
+    try:
+        w.write(frame(hello))
+        await w.drain()
+        header = await asyncio.wait_for(r.readexactly(4), 10)
+        return json.loads(await r.readexactly(struct.unpack(">I", header)[0]))
+    finally:
+        w.close()
+
+
+async def test_a_token_that_is_not_text_utf8_can_carry_is_refused_cleanly_and_the_runner_serves_on(served, caplog):
+    svc, _backend, _ = served
+    caplog.set_level(logging.WARNING)
+    # A lone surrogate is valid JSON but no UTF-8: it once crashed the hello handler.
+    for hello in (
+        b'{"v": 1, "id": 1, "op": "hello", "token": "\\ud800' + b"x" * 40 + b'"}',
+        b'{"v": 1, "id": 1, "op": "hello", "token": ["a list"]}',
+        json.dumps({"v": 1, "id": 1, "op": "hello", "token": "y" * 5000}).encode()[:4000],
+    ):
+        reply = await hello_reply(svc, hello)
+        assert reply["ok"] is False and reply["error"]["type"] == "Unauthorized"
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text  # no traceback anywhere
+    async with RunnerClient.connect(tcp_address(svc), token=TOKEN) as c:
+        assert (await c.run("still")).stdout == "STILL"
+
+
+async def test_connections_waiting_for_their_hello_are_capped_and_the_rest_closed_unread(served, monkeypatch):
+    from runner import service
+
+    svc, _backend, _ = served
+    host, port = tcp_host_port(svc)
+    fds_before = len(os.listdir("/proc/self/fd"))
+    idle = [await asyncio.open_connection(host, port) for _ in range(service.HELLO_PENDING_PER_HOST + 20)]
+    try:
+        await asyncio.sleep(0.2)
+        assert svc.door.pending == service.HELLO_PENDING_PER_HOST  # the rest were closed at once
+        closed = 0
+        for r, _w in idle:
+            try:
+                if await asyncio.wait_for(r.read(), 0.05) == b"":
+                    closed += 1
+            except TimeoutError:
+                pass
+        assert closed == 20
+        # Our side holds two descriptors per idle connection (the test's end and the runner's): the runner's
+        # ends of the refused ones are closed.
+        assert len(os.listdir("/proc/self/fd")) - fds_before <= len(idle) + service.HELLO_PENDING_PER_HOST + 5
+    finally:
+        for _r, w in idle:
+            w.close()
+    await asyncio.sleep(0.2)
+    assert svc.door.pending == 0
+    async with RunnerClient.connect(tcp_address(svc), token=TOKEN) as c:  # and the door is open again
+        assert (await c.run("in")).stdout == "IN"
+
+
+async def test_a_hello_that_comes_in_pieces_is_cut_at_one_deadline(served, monkeypatch):
+    from runner import service
+
+    svc, _, _ = served
+    monkeypatch.setattr(service, "HELLO_TIMEOUT_S", 0.5)
+    r, w = await asyncio.open_connection(*tcp_host_port(svc))
+    try:
+        body = json.dumps({"v": 1, "id": 3, "op": "hello", "token": TOKEN}).encode()
+        # Each piece comes within the deadline of the one before (a deadline per read once let it through), the
+        # whole hello after it: refused, though the token is right.
+        await asyncio.sleep(0.4)
+        w.write(struct.pack(">I", len(body)))
+        await asyncio.sleep(0.4)
+        w.write(body)
+        await w.drain()
+        header = await asyncio.wait_for(r.readexactly(4), 5)
+        reply = json.loads(await r.readexactly(struct.unpack(">I", header)[0]))
+        assert reply["error"]["type"] == "Unauthorized"
+    finally:
+        w.close()
+
+
+def test_wrong_tokens_back_off_doubling_per_host_and_are_forgiven_later():
+    from runner.service import BACKOFF_BASE_S, BACKOFF_FORGET_S, BACKOFF_MAX_S, TcpDoor
+
+    now = [1000.0]
+    door = TcpDoor(clock=lambda: now[0])
+    delays = [door.failed("10.0.0.9") for _ in range(12)]
+    assert delays[:4] == [BACKOFF_BASE_S, 2 * BACKOFF_BASE_S, 4 * BACKOFF_BASE_S, 8 * BACKOFF_BASE_S]
+    assert delays[-1] == BACKOFF_MAX_S
+    assert door.failed("10.0.0.10") == BACKOFF_BASE_S  # another host starts afresh
+    now[0] += BACKOFF_FORGET_S + 1
+    assert door.failed("10.0.0.9") == BACKOFF_BASE_S
+    door.failed("10.0.0.9")
+    door.passed("10.0.0.9")  # the right token forgives
+    assert door.failed("10.0.0.9") == BACKOFF_BASE_S
+
+
+def test_refusals_are_logged_at_most_once_per_period_per_host_with_a_count_of_the_rest():
+    from runner.service import LOG_EVERY_S, TcpDoor
+
+    now = [0.0]
+    door = TcpDoor(clock=lambda: now[0])
+    lines = [door.log_line("10.0.0.9", "refused: a wrong token") for _ in range(3500)]
+    assert [line for line in lines if line] == ["refused: a wrong token"]
+    now[0] += LOG_EVERY_S
+    assert door.log_line("10.0.0.9", "refused: a wrong token") == (
+        "refused: a wrong token (3499 more refused from 10.0.0.9 since the last line)"
+    )
+
+
+async def test_wrong_tokens_over_tcp_are_answered_more_slowly_each_time(served, monkeypatch):
+    from runner import service
+
+    svc, _, _ = served
+    slept: list[float] = []
+
+    async def wait(delay):
+        slept.append(delay)
+
+    monkeypatch.setattr(svc, "wait", wait)
+    for _ in range(4):
+        with pytest.raises(Unauthorized):
+            await RunnerClient.connect(tcp_address(svc), token="wrong-token-of-the-right-length-0000")
+    assert slept == [service.BACKOFF_BASE_S * 2**n for n in range(4)]

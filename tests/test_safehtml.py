@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.safehtml import Html, bold, code, code_block, escape, fill, italic, join, pre, visible_text
+from bot.safehtml import Html, bold, code, code_block, escape, fill, italic, join, pre
 
 
 def test_plain_text_is_escaped_and_quotes_are_left_alone():
@@ -38,7 +38,3 @@ def test_fill_escapes_the_template_and_plain_values_but_not_html_values():
 def test_join_escapes_plain_parts_and_keeps_html_parts():
     assert join(["a<b", bold("c")]) == "a&lt;b\n\n<b>c</b>"
     assert join(["x", "y"], " & ") == "x &amp; y"
-
-
-def test_visible_text_is_what_telegram_shows():
-    assert visible_text(join([bold("1 < 2"), code_block("a & b")])) == "1 < 2\n\na & b"

@@ -139,17 +139,17 @@ async def test_every_parameter_encoding_is_decoded(standin, http, ada, encoding)
         (
             "<i>a</i><em>b</em><u>c</u><ins>d</ins><s>e</s><strike>f</strike><del>g</del>",
             "abcdefg",
+            # Touching entities of a kind are one entity, as tdlib's split_entities stores them.
             [
-                {"type": t, "offset": i, "length": 1}
-                for i, t in enumerate(
-                    ["italic", "italic", "underline", "underline", "strikethrough", "strikethrough", "strikethrough"]
-                )
+                {"type": "italic", "offset": 0, "length": 2},
+                {"type": "underline", "offset": 2, "length": 2},
+                {"type": "strikethrough", "offset": 4, "length": 3},
             ],
         ),
         (
-            '<span class="tg-spoiler">x</span><tg-spoiler>y</tg-spoiler>',
-            "xy",
-            [{"type": "spoiler", "offset": 0, "length": 1}, {"type": "spoiler", "offset": 1, "length": 1}],
+            '<span class="tg-spoiler">x</span> <tg-spoiler>y</tg-spoiler>',
+            "x y",
+            [{"type": "spoiler", "offset": 0, "length": 1}, {"type": "spoiler", "offset": 2, "length": 1}],
         ),
         (
             '<a href="https://example.com/?a=1&amp;b=2">link</a>',
@@ -519,6 +519,25 @@ async def test_answer_callback_query_rules(standin, bot, ada):
     assert standin.errors()[-1].description == (
         "Bad Request: query is too old and response timeout expired or query ID is invalid"
     )
+    # Only the answer to the query already answered is a second answer; unknown and expired ones are not.
+    assert [call.params["callback_query_id"] for call in standin.answered_again] == [query_id]
+
+
+async def test_the_test_fixture_fails_a_test_whose_bot_answers_a_query_twice():
+    from tests.conftest import standin as standin_fixture
+
+    fixture = standin_fixture.__wrapped__()  # the conftest fixture's generator, driven by hand
+    standin = await anext(fixture)
+    async with telegram.Bot(standin.token, base_url=standin.base_url) as bot:
+        ada = standin.learner(USER, "Ada")
+        await bot.get_updates(offset=await ada.send("/start") + 1)
+        await bot.send_message(USER, "m", reply_markup=Markup([[Button("Go", callback_data="go")]]))
+        query_id = await ada.tap(ada.last, "Go")
+        assert await bot.answer_callback_query(query_id)
+        with pytest.raises(BadRequest, match="Query is too old"):
+            await bot.answer_callback_query(query_id, text="again")
+    with pytest.raises(AssertionError, match="a callback query was answered twice"):
+        await anext(fixture)
 
 
 # ---------------------------------------------------------------- commands

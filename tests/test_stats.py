@@ -14,7 +14,7 @@ import pytest
 
 from bench import events
 from bot.cli import main
-from bot.content.load import load_valid
+from bot.library.load import load_valid
 from bot.stats import html, query, report, text
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 from bench import events
-from bot.content.load import load_valid
+from bot.library.load import load_valid
 from bot.stats import html, query, report
 from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, distinct_bytes, needs_chromium
 from tests.conftest import LESSONS, LOCALES

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.content.load import load_valid
-from bot.content.model import Question, Slide
+from bot.course.model import Question, Slide
+from bot.library.load import load_valid
 from bot.storage.db import Database
 from bot.storage.migrations import MIGRATIONS
 from tests import schema2

@@ -18,7 +18,7 @@ import pytest
 from telegram import Bot, Update
 
 from bot.app import LONG_POLL_SECONDS
-from bot.content.load import load_valid
+from bot.library.load import load_valid
 from bot.storage.db import Database
 from bot.storage.migrations import MIGRATIONS
 from bot.updates import MAX_CRASHES, REMEMBER_HANDLED, Inbox

@@ -15,11 +15,16 @@ from typing import Any
 
 import aiohttp
 import pytest
+import telegram
+from telegram.constants import ChatAction
 
 from bot.config import Config
+from bot.course.phone_width import CODE_LINE_MAX
 from bot.webchat.learners import FIRST_LEARNER_ID
 from bot.webchat.local import LocalCourse, local_course
+from bot.webchat.server import WebChat
 from tests.conftest import LESSONS, LOCALES
+from tests.images import png
 
 Json = dict[str, Any]
 
@@ -287,3 +292,101 @@ async def test_a_page_from_another_site_may_not_open_the_chat(course: LocalCours
         async with session.ws_connect(course.chat.url + "ws", origin=own) as ws:
             await ws.send_json({"type": "hello", "learner": None, "language": "en"})
             assert json.loads(await ws.receive_str())["type"] == "ready"
+
+
+async def test_a_site_whose_name_is_rebound_to_this_machine_is_refused_page_and_socket_alike(course: LocalCourse):
+    """DNS rebinding: evil.example re-pointed at 127.0.0.1 sends Host: evil.example and its own Origin."""
+    port = course.chat.port
+    async with aiohttp.ClientSession() as session:
+        for path in ("", "static/chat.js", "photo/AgAC1"):
+            async with session.get(course.chat.url + path, headers={"Host": f"evil.example:{port}"}) as page:
+                assert page.status == 403, path
+                assert "COURSEBOT_WEB_HOST" in await page.text()
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+            await session.ws_connect(
+                course.chat.url + "ws", headers={"Host": f"evil.example:{port}"}, origin=f"http://evil.example:{port}"
+            )
+        assert refused.value.status == 403
+        # Any loopback name, with any port, is this machine.
+        for host in (f"localhost:{port}", f"[::1]:{port}", "127.0.0.1", "LOCALHOST"):
+            async with session.get(course.chat.url, headers={"Host": host}) as page:
+                assert page.status == 200, host
+        async with session.ws_connect(
+            course.chat.url + "ws", headers={"Host": f"localhost:{port}"}, origin=f"http://localhost:{port}"
+        ) as ws:
+            await ws.send_json({"type": "hello", "learner": None, "language": "en"})
+            assert json.loads(await ws.receive_str())["type"] == "ready"
+
+
+async def test_the_configured_host_is_accepted_as_well_as_loopback(course: LocalCourse):
+    served = WebChat(course.api, course.bot.library, host="coursebot.lan", port=8080)
+    assert served.host_allowed("coursebot.lan:8080") and served.host_allowed("CourseBot.LAN")
+    assert served.host_allowed("localhost:9999") and served.host_allowed("[::1]")
+    assert not served.host_allowed("evil.example:8080")
+    assert not served.host_allowed("coursebot.lan.evil.example")
+    assert not served.host_allowed("[::1:8080")  # malformed
+    assert not WebChat(course.api, course.bot.library).host_allowed("coursebot.lan")
+
+
+async def test_the_bots_chat_action_shows_on_the_page_and_is_not_kept(tmp_path: Path):
+    async with web_course(tmp_path) as course:
+        async with open_page(course) as page:
+            ready = await page.hello()
+            assert ready["started"] is False  # a new learner sees START, as in Telegram
+            assert ready["code_columns"] == CODE_LINE_MAX
+            await page.send("/start", "Welcome!")
+            async with telegram_bot(course) as bot:
+                await bot.send_chat_action(page.learner_id, ChatAction.TYPING)
+            assert await page.next(lambda m: m["type"] == "action") == {"type": "action", "action": "typing"}
+            learner = page.learner_id
+    async with web_course(tmp_path) as course, open_page(course) as page:
+        ready = await page.hello(learner=learner)
+        assert ready["started"] is True
+        assert [view["message"].get("text", "")[:8] for view in ready["history"]] == ["/start", "Welcome!"]
+
+
+async def test_the_browsers_time_zone_is_kept_once_per_learner_and_only_a_real_one(tmp_path: Path):
+    async with web_course(tmp_path) as course:
+        async with open_page(course) as page:
+            await page.say({"type": "hello", "learner": None, "language": "en", "time_zone": "Europe/Berlin"})
+            learner = (await page.next(lambda m: m["type"] == "ready"))["learner"]["id"]
+            assert course.api.time_zone(learner) == "Europe/Berlin"
+            await page.say({"type": "hello", "learner": learner, "language": "en", "time_zone": "Asia/Tokyo"})
+            await page.next(lambda m: m["type"] == "ready")
+            assert course.api.time_zone(learner) == "Europe/Berlin"  # the first report stands
+            for zone in ("Mars/Olympus_Mons", "../../etc/passwd", 42, "x" * 100):
+                await page.say({"type": "new_learner", "time_zone": zone})
+                other = (await page.next(lambda m: m["type"] == "ready"))["learner"]["id"]
+                assert course.api.time_zone(other) is None, zone
+            await page.say({"type": "new_learner", "time_zone": "America/Sao_Paulo"})
+            other = (await page.next(lambda m: m["type"] == "ready"))["learner"]["id"]
+            assert course.api.time_zone(other) == "America/Sao_Paulo"
+    async with web_course(tmp_path) as course:
+        assert course.api.time_zone(learner) == "Europe/Berlin"
+        assert course.api.time_zone(other) == "America/Sao_Paulo"
+        assert "time_zone" not in course.api.users[learner]  # Telegram's User has no such field
+
+
+async def test_a_photo_the_bot_sends_reaches_the_page_and_its_bytes_are_served(course: LocalCourse):
+    image = png(120, 80)
+    async with open_page(course) as page:
+        await page.hello()
+        await page.send("/start", "Welcome!")
+        async with telegram_bot(course) as bot:
+            await bot.send_photo(page.learner_id, image, caption="Your card")
+        pushed = await page.next(lambda m: m["type"] == "message" and "photo" in m["message"])
+        size = pushed["message"]["photo"][-1]
+        assert (size["width"], size["height"]) == (120, 80) and pushed["message"]["caption"] == "Your card"
+    async with aiohttp.ClientSession() as session:
+        async with session.get(course.chat.url + "photo/" + size["file_id"]) as photo:
+            assert photo.status == 200 and photo.content_type == "image/png"
+            assert await photo.read() == image
+        async with session.get(course.chat.url + "photo/AgAC999_nothing") as missing:
+            assert missing.status == 404
+
+
+@asynccontextmanager
+async def telegram_bot(course: LocalCourse) -> AsyncIterator[telegram.Bot]:
+    """PTB's Bot with the course bot's token: what the course bot itself sends, sent by the test."""
+    async with telegram.Bot(course.api.token, base_url=course.api.base_url) as bot:
+        yield bot

@@ -15,9 +15,9 @@ from bot.callbacks import CallbackData, CallbackDataError
 from bot.context import CourseContext, stored_learner
 from bot.i18n import _, current_language
 from bot.learner import EventKind
-from bot.localapi import ApiError
-from bot.localapi.text import format_text
 from bot.render import Screen
+from bot.telegram_rules.html import HtmlError
+from bot.telegram_rules.text import stored
 
 log = logging.getLogger(__name__)
 
@@ -166,14 +166,14 @@ async def show_in_tapped(update: Update, context: CourseContext, screen: Screen)
 def shows(message: Message, screen: Screen) -> bool:
     """Return whether ``message``, as Telegram last showed it, already shows ``screen``: text, entities, buttons.
 
-    The screen's HTML is read as Telegram reads it, by the built-in Bot API server's own parser.
+    The screen's HTML is read as Telegram reads it (bot.telegram_rules).
     """
     # Buttons first: they are cheap to compare and differ on most taps (a slide turned), sparing the parse.
     if message.text is None or message.reply_markup != screen.buttons:
         return False
     try:
-        text, entities = format_text(screen.text, ParseMode.HTML)
-    except ApiError:
+        text, entities = stored(screen.text)
+    except HtmlError:
         return False  # Telegram would refuse it; let the edit say so
     shown = [entity.to_dict() for entity in message.entities]
     return message.text == text and shown == entities

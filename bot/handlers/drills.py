@@ -14,12 +14,13 @@ from telegram.ext import BaseHandler, CallbackQueryHandler
 
 from bot import drills, render
 from bot.callbacks import DrillTap, ShowDrill, StartDrills, matches
-from bot.content.model import ChoiceDrill, Drill, Lesson, ParsonsDrill
 from bot.context import CourseContext
-from bot.drills import FRESH, DrillProgress, Move, Refusal, Verdict
+from bot.course import runner_checks
+from bot.course.model import ChoiceDrill, Drill, Lesson, ParsonsDrill
+from bot.drills import Move, Refusal, Verdict
 from bot.handlers.common import button, button_refused, lesson_gone, record, send, show_in_tapped
 from bot.i18n import _
-from bot.learner import EventKind
+from bot.learner import FRESH, DrillProgress, EventKind
 from bot.navigation import unanswered
 from runner.client import RunnerBusy, RunnerError
 
@@ -182,7 +183,9 @@ async def _check(
     if runner is None:
         return
     try:
-        result = await runner.run(drills.arranged_program(drill, before.placed), checks=drills.runner_checks(drill))
+        result = await runner.run(
+            drills.arranged_program(drill, before.placed), checks=runner_checks.drill_checks(drill)
+        )
     except RunnerError as exc:
         if isinstance(exc, RunnerBusy):
             log.warning("the runner was busy for user %s's Parsons check", context.learner.user_id)

@@ -8,7 +8,7 @@ from telegram.ext import BaseHandler, CallbackQueryHandler, CommandHandler, filt
 from bot import commands, render
 from bot.callbacks import CallbackDataError, ChooseLanguage, matches
 from bot.context import CourseContext
-from bot.handlers.common import button, for_learner, refuse, reply, show_in_tapped
+from bot.handlers.common import button, button_refused, for_learner, reply, show_in_tapped
 
 
 @for_learner
@@ -18,19 +18,19 @@ async def language(update: Update, context: CourseContext) -> None:
 
 
 @button(ChooseLanguage)
-async def choose_language(update: Update, context: CourseContext, data: ChooseLanguage) -> None:
+async def choose_language(update: Update, context: CourseContext, data: ChooseLanguage) -> str | None:
     """Store the choice and answer in the chosen language; the learner's place is untouched."""
     i18n = context.services.i18n
     try:
         chosen = data.resolve(i18n.languages)
     except CallbackDataError:
-        await refuse(update)
-        return
+        return button_refused()  # the tap is answered once, by the button wrapper
     learner = context.learner
     await context.services.db.set_language(learner.user_id, chosen)
     # The update came in one language and is answered in the new one, chosen as every update's is.
     with i18n.use(i18n.choose(chosen, learner.telegram_language)):
         await show_in_tapped(update, context, render.language_chosen(chosen is None))
+    return None
 
 
 def handlers() -> list[BaseHandler[Update, CourseContext, None]]:

@@ -11,14 +11,14 @@ from telegram.ext import BaseHandler, CallbackQueryHandler, CommandHandler, Mess
 
 from bot import commands, feedback, render
 from bot.callbacks import LeavePractice, ShowHint, StartPractice, matches
-from bot.content import telegram_limits
-from bot.content.model import Exercise, Lesson
-from bot.context import CourseContext, SnippetRunner
+from bot.context import CourseContext
+from bot.course import runner_checks
+from bot.course.model import Exercise, Lesson
 from bot.handlers.common import button, for_learner, lesson_gone, record, reply, send
 from bot.i18n import _
 from bot.learner import EventKind, Learner
 from bot.states import PRACTICE, Practice, PracticeStep, practice_state
-from runner.client import Limits, RunnerBusy, RunnerError, RunResult
+from runner.client import JobLost, Runner, RunnerBusy, RunnerError, RunResult, Status
 
 log = logging.getLogger(__name__)
 
@@ -137,22 +137,35 @@ async def _start_run(update: Update, context: CourseContext, code: str, lesson: 
     context.application.create_task(_run(context, services.runner, learner, code, lesson), update=update)
 
 
-async def _run(
-    context: CourseContext, runner: SnippetRunner, learner: Learner, code: str, lesson: Lesson | None
-) -> None:
+async def _run(context: CourseContext, runner: Runner, learner: Learner, code: str, lesson: Lesson | None) -> None:
     services = context.services
     try:
         await context.bot.send_chat_action(learner.chat_id, ChatAction.TYPING)
         exercise = lesson.exercise if lesson is not None else None
         started = time.monotonic()
         try:
-            result = await runner.run(code, checks=feedback.runner_checks(exercise) if exercise else None)
+            result = await runner.run(code, checks=runner_checks.exercise_checks(exercise) if exercise else None)
         except RunnerBusy:
             services.metrics.rejections.labels("busy").inc()
             await send(
                 context,
                 learner.chat_id,
                 render.notice(_("Many learners are running code right now. Try again in a few seconds.")),
+            )
+            return
+        except JobLost as exc:
+            # The runner restarted (or died) with this job: nothing ran to an end, and sending it again is safe.
+            services.metrics.jobs.labels("failed").inc()
+            log.warning("user %s's code has no result: %s", learner.user_id, exc)
+            await send(
+                context,
+                learner.chat_id,
+                render.notice(
+                    _(
+                        "The code runner restarted while your code was running, so there is no result. "
+                        "Please send it again."
+                    )
+                ),
             )
             return
         except RunnerError:
@@ -166,7 +179,7 @@ async def _run(
             return
         services.metrics.jobs.labels(result.status).inc()
         services.metrics.job_seconds.observe(time.monotonic() - started)
-        status = feedback.status_line(result, Limits.from_dict(runner.info.get("limits")))
+        status = feedback.status_line(result, runner.info.limits)
         if lesson is None or exercise is None or not await _still_practising(context, learner, lesson):
             await send(context, learner.chat_id, render.run_output(feedback.output_block(result), status))
             return
@@ -195,12 +208,12 @@ async def _verdict(
     await record(context, EventKind.RUN, lesson.id, item_id="exercise", verdict=verdict, failed_check=failed_check)
     if result.passed:
         await db.stop_practice(learner.user_id)
-    lines = ([status] if status and result.status != "ok" else []) + feedback.check_feedback(exercise, result)
+    lines = ([status] if status and result.status is not Status.OK else []) + feedback.check_feedback(exercise, result)
     likely = feedback.likely_mistakes(exercise, result)
     current = await db.find_learner(learner.user_id)
     hints_shown = current.hints_shown if current else 0
     # Whatever the run printed or failed on, the verdict fits in one message: the output gives way.
-    screen = telegram_limits.fitting(
+    screen = render.fitting(
         lambda room: render.verdict_screen(
             context.course, lesson, result, lines, likely, hints_shown=hints_shown, output_room=room
         ),

@@ -20,8 +20,8 @@ from telegram.ext import BaseHandler, CallbackQueryHandler, PollAnswerHandler
 
 from bot import render
 from bot.callbacks import ResendPoll, RetakeMissed, StartQuiz, matches
-from bot.content.model import Lesson
 from bot.context import CourseContext
+from bot.course.model import Lesson
 from bot.handlers.common import button, for_learner, lesson_gone, record, send, show, show_in_tapped
 from bot.handlers.drills import finish_if_done
 from bot.i18n import _

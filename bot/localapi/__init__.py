@@ -4,9 +4,11 @@ It serves the Bot API methods the bot uses over real HTTP on loopback, with Tele
 rules (4096-character texts, HTML entities, 64-byte callback_data, poll limits, "message
 is not modified"), and the other side of a chat (what a user does in the app) for the
 web chat. Modules: server (HTTP), methods (the methods and the users' side), updates
-(getUpdates), html and text (formatted text), limits (Telegram's limits and refusals),
-params (request decoding), chats (per-chat state), store (history across restarts),
-errors, units.
+(getUpdates), text (formatted text), refusals (calls refused as Telegram refuses them),
+params (request decoding), chats (per-chat state), files (photos and documents the bot
+sent, by file_id, and getFile's paths), store (history across restarts), errors.
+Telegram's rules themselves (limits, the HTML parser, lengths) are bot.telegram_rules:
+the bot needs them too, and never imports this server.
 """
 
 from .errors import ApiError

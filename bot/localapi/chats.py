@@ -15,7 +15,8 @@ from typing import Any
 Listener = Callable[[str, dict[str, Any]], bool]
 # An observer sees every change in the chat, both sides: (chat, kind, payload) for kind in
 # "sent", "edited", "deleted" (payload: the message), "voted" (the poll message after a
-# vote) and "answered" (the answerCallbackQuery params). Clients and the state store observe.
+# vote), "answered" (the answerCallbackQuery params) and "action" (sendChatAction's action,
+# {"action": "typing"}). Clients and the state store observe.
 Observer = Callable[["ChatState", str, dict[str, Any]], None]
 
 

@@ -21,13 +21,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import limits
+from bot.telegram_rules import limits
+from bot.telegram_rules.units import utf16_len
+
+from . import refusals
 from .chats import ChatState
 from .errors import ApiError, bad_request, forbidden
+from .files import Files, StoredFile
 from .params import flag, integer, required_integer, string
 from .store import Change, Snapshot
 from .text import command_entities, format_text
-from .units import utf16_len
 from .updates import UpdateQueue
 
 Json = dict[str, Any]
@@ -45,6 +48,7 @@ _MEDIA_FIELDS = ("photo", "document", "sticker", "video", "animation", "audio", 
 FIRST_UPDATE_ID = 700_000_001
 _POLL_IDS = 5_000_000_000_000_000_000  # a poll id is this plus a number from _new_id()
 _QUERIES_KEPT = 10_000
+_UNSAVED = frozenset({"answered", "action"})  # what a chat shows for a moment: a toast, "typing…"
 
 
 def api_method(name: str) -> Callable[[Method], Method]:
@@ -90,6 +94,10 @@ class BotApi:
         self.bot_texts: dict[tuple[str, str], str] = {}  # (name|description|short_description, language)
         self.callback_queries: dict[str, CallbackQueryState] = {}
         self.polls: dict[str, PollState] = {}
+        self.files = Files()  # what the bot uploaded: photos and documents, by file_id
+        # What a client app reported and Telegram never tells a bot: a user's IANA time zone (the web
+        # chat's browser). Read in process only (time_zone()); no Bot API method returns it.
+        self.time_zones: dict[int, str] = {}
         self.callback_query_ttl = 15.0  # seconds a callback query stays answerable
         self.privacy_mode = True  # groups: only commands and replies to the bot reach it
         self.poll_state_updates = True  # a vote also yields a `poll` update (bot's own polls)
@@ -111,7 +119,7 @@ class BotApi:
 
     def _observe(self, chat: ChatState, kind: str, payload: Json) -> None:
         """Every change in a chat: saved, then shown to whoever shows that chat."""
-        if self.journal is not None and kind != "answered":
+        if self.journal is not None and kind not in _UNSAVED:
             if kind == "deleted":
                 self.journal(Change("deleted", chat.id, payload["message_id"]))
             else:
@@ -133,8 +141,11 @@ class BotApi:
     # ----------------------------------------------------------- saved state
 
     def restore(self, snapshot: Snapshot) -> None:
-        """Take back the users, chats, messages and polls saved before a restart."""
+        """Take back the users, chats, messages, polls and files saved before a restart."""
         self.users.update(snapshot.users)
+        for stored in snapshot.files:
+            self.files.add(stored)
+        self.time_zones.update(snapshot.time_zones)
         for chat_id, chat in snapshot.chats.items():
             state = self.chats[chat_id] = ChatState(chat, known=True, observe=self._observe)
             messages = snapshot.messages.get(chat_id, {})
@@ -209,7 +220,7 @@ class BotApi:
 
     def _send(self, chat: ChatState, params: Json, content: Json) -> Json:
         """Common tail of every send*: reply, markup, storage, notification."""
-        kind = limits.reply_markup_kind(params.get("reply_markup"))
+        kind = refusals.reply_markup_kind(params.get("reply_markup"))
         reply = self._reply_to(chat, params)
         message = {
             "message_id": chat.allocate_message_id(),
@@ -247,7 +258,7 @@ class BotApi:
     @staticmethod
     def _inline_markup(params: Json) -> Json | None:
         """Edits take only an inline keyboard; an empty one means none."""
-        kind = limits.reply_markup_kind(params.get("reply_markup"))
+        kind = refusals.reply_markup_kind(params.get("reply_markup"))
         if kind is None:
             return None
         if kind != "inline":
@@ -329,13 +340,14 @@ class BotApi:
     # -------------------------------------------------- commands and profile
 
     def _commands_key(self, params: Json) -> tuple[str, str]:
-        return limits.command_scope_key(params.get("scope")), limits.check_language_code(params.get("language_code"))
+        scope = refusals.command_scope_key(params.get("scope"))
+        return scope, refusals.check_language_code(params.get("language_code"))
 
     @api_method("setMyCommands")
     def set_my_commands(self, params: Json) -> bool:
         if "commands" not in params:
             raise bad_request('parameter "commands" is required')
-        commands = limits.check_commands(params["commands"])
+        commands = refusals.check_commands(params["commands"])
         key = self._commands_key(params)
         if commands:
             self.commands[key] = commands
@@ -356,11 +368,11 @@ class BotApi:
         value = string(params, name) or ""
         if utf16_len(value) > maximum:
             raise bad_request(f"bot {name.replace('_', ' ')} is too long")
-        self.bot_texts[(name, limits.check_language_code(params.get("language_code")))] = value
+        self.bot_texts[(name, refusals.check_language_code(params.get("language_code")))] = value
         return True
 
     def _get_bot_text(self, params: Json, name: str) -> Json:
-        language = limits.check_language_code(params.get("language_code"))
+        language = refusals.check_language_code(params.get("language_code"))
         default = self.bot_user["first_name"] if name == "name" else ""
         return {name: self.bot_texts.get((name, language), self.bot_texts.get((name, ""), default))}
 
@@ -412,9 +424,10 @@ class BotApi:
 
     @api_method("sendChatAction")
     def send_chat_action(self, params: Json) -> bool:
-        self._chat(params)
+        chat = self._chat(params)
         if params.get("action") not in limits.CHAT_ACTIONS:
             raise bad_request("wrong parameter action in request")
+        self._observe(chat, "action", {"action": params["action"]})  # shown as "typing…", never saved
         return True
 
     # -------------------------------------------------------------- messages
@@ -423,7 +436,7 @@ class BotApi:
     def send_message(self, params: Json) -> Json:
         chat = self._chat(params)
         text, entities = self._format(params.get("text"), params.get("parse_mode"), params.get("entities"))
-        limits.check_message_text(text)
+        refusals.check_message_text(text)
         content: dict[str, Any] = {"text": text}
         if entities:
             content["entities"] = entities
@@ -435,6 +448,7 @@ class BotApi:
         return self._send(chat, params, content)
 
     def _send_media(self, params: Json, kind: str) -> Json:
+        """sendPhoto and sendDocument: the caption as Telegram limits it, then the file, uploaded or reused."""
         chat = self._chat(params)
         media = params.get(kind)
         if media is None or media == "":
@@ -442,38 +456,41 @@ class BotApi:
         caption, entities = self._format(
             params.get("caption"), params.get("parse_mode"), params.get("caption_entities")
         )
-        limits.check_caption(caption)
-        number = self._new_id()
-        file_id, unique_id = f"{kind[:2].upper()}ACAgIAAxkBAAI{number:010d}", f"AQAD{number:08d}"
-        size = media.get("size", 1024) if isinstance(media, dict) else 1024
-        if kind == "photo":
-            content: dict[str, Any] = {
-                "photo": [
-                    {
-                        "file_id": file_id + "s",
-                        "file_unique_id": unique_id + "s",
-                        "width": 90,
-                        "height": 90,
-                        "file_size": size // 8,
-                    },
-                    {"file_id": file_id, "file_unique_id": unique_id, "width": 800, "height": 800, "file_size": size},
-                ]
-            }
+        refusals.check_caption(caption)
+        if isinstance(media, dict) and media.get("uploaded"):
+            stored = self.files.upload(kind, media["data"], media.get("file_name"), media.get("content_type"))
+            self._save_file(stored)
+        elif isinstance(media, str):
+            stored = self.files.reuse(kind, media)
         else:
-            name = media.get("file_name") if isinstance(media, dict) else None
-            content = {
-                "document": {
-                    "file_id": file_id,
-                    "file_unique_id": unique_id,
-                    "file_name": name or "document",
-                    "file_size": size,
-                }
-            }
+            raise bad_request(f"can't parse {kind}: send a file_id, or upload the file")  # the stand-in's wording
+        content: dict[str, Any]
+        if kind == "photo":
+            content = {"photo": [stored.photo_size()]}
+        else:
+            document = {"file_id": stored.file_id, "file_unique_id": stored.unique_id}
+            document.update({"file_name": stored.file_name or "document", "mime_type": stored.mime})
+            content = {"document": {**document, "file_size": len(stored.data)}}
         if caption:
             content["caption"] = caption
             if entities:
                 content["caption_entities"] = entities
+            if kind == "photo" and flag(params, "show_caption_above_media"):
+                content["show_caption_above_media"] = True
+        if flag(params, "has_spoiler") and kind == "photo":
+            content["has_media_spoiler"] = True
         return self._send(chat, params, content)
+
+    def _save_file(self, stored: StoredFile) -> None:
+        if self.journal is not None:
+            self.journal(Change("file", stored.file_id, stored))
+
+    @api_method("getFile")
+    def get_file(self, params: Json) -> Json:
+        stored = self.files.by_id.get(string(params, "file_id", missing="file_id is empty") or "")
+        if stored is None:
+            raise bad_request("invalid file_id")
+        return stored.telegram_file()
 
     @api_method("sendPhoto")
     def send_photo(self, params: Json) -> Json:
@@ -491,14 +508,14 @@ class BotApi:
             if "text" not in message:
                 raise bad_request("there is no text in the message to edit")
             text, entities = self._format(params.get("text"), params.get("parse_mode"), params.get("entities"))
-            limits.check_message_text(text)
+            refusals.check_message_text(text)
         else:
             if not any(key in message for key in _MEDIA_FIELDS):
                 raise bad_request("there is no caption in the message to edit")
             text, entities = self._format(
                 params.get("caption"), params.get("parse_mode"), params.get("caption_entities")
             )
-            limits.check_caption(text)
+            refusals.check_caption(text)
         markup = self._inline_markup(params)  # no reply_markup removes the keyboard, as in Telegram
         if (
             message.get(field_name, "") == text
@@ -574,7 +591,7 @@ class BotApi:
         query = self.callback_queries.get(query_id)
         if query is None or query.answer is not None or self._now - query.created > self.callback_query_ttl:
             raise bad_request(QUERY_TOO_OLD)
-        limits.check_callback_answer_text(params.get("text"))
+        refusals.check_callback_answer_text(params.get("text"))
         query.answer = params
         for waiter in query.waiters:
             if not waiter.done():
@@ -621,7 +638,7 @@ class BotApi:
         question, question_entities = self._poll_text(
             params.get("question"), params.get("question_parse_mode"), params.get("question_entities")
         )
-        limits.check_poll_question(question)
+        refusals.check_poll_question(question)
         raw_options = params.get("options")
         if not isinstance(raw_options, list):
             raise bad_request("can't parse options JSON object")
@@ -632,7 +649,7 @@ class BotApi:
             if not isinstance(raw, dict) or not isinstance(raw.get("text"), str):
                 raise bad_request('can\'t parse InputPollOption: Field "text" must be of type String')
             options.append(self._poll_text(raw["text"], raw.get("text_parse_mode"), raw.get("text_entities")))
-        limits.check_poll_options([text for text, _ in options])
+        refusals.check_poll_options([text for text, _ in options])
         kind = params.get("type") or "regular"
         if kind not in ("regular", "quiz"):
             raise bad_request("wrong poll type specified")
@@ -667,7 +684,7 @@ class BotApi:
         if question_entities:
             poll["question_entities"] = question_entities
         if kind == "quiz":
-            poll["correct_option_ids"] = limits.check_correct_options(correct, len(options), multiple)
+            poll["correct_option_ids"] = refusals.check_correct_options(correct, len(options), multiple)
         elif correct is not None:
             raise bad_request("correct option IDs can be specified only for quizzes")  # the stand-in's wording
         if params.get("explanation") is not None:
@@ -676,7 +693,7 @@ class BotApi:
             explanation, explanation_entities = self._format(
                 params["explanation"], params.get("explanation_parse_mode"), params.get("explanation_entities")
             )
-            limits.check_explanation(explanation)
+            refusals.check_explanation(explanation)
             if explanation:
                 poll["explanation"] = explanation
                 if explanation_entities:
@@ -804,6 +821,18 @@ class BotApi:
             self.journal(Change("user", user_id, user))
         return user
 
+    def report_time_zone(self, user_id: int, zone: str) -> None:
+        """The user's app told its time zone (the web chat does, once per learner); the first report stands."""
+        if user_id in self.time_zones:
+            return
+        self.time_zones[user_id] = zone
+        if self.journal is not None:
+            self.journal(Change("time_zone", user_id, zone))
+
+    def time_zone(self, user_id: int) -> str | None:
+        """The time zone a user's app reported, if it did. Telegram gives a bot none: never rely on it."""
+        return self.time_zones.get(user_id)
+
     def post(self, chat: ChatState, sender: Json, content: Json, reply_to: Json | int | None = None) -> Json:
         """Store a message `sender` writes in `chat`, as Telegram would show it to the bot."""
         message = {
@@ -893,9 +922,9 @@ class BotApi:
 def _register_profile_texts() -> None:
     """setMyName/getMyName, setMyDescription/..., setMyShortDescription/...: one rule, three fields."""
     for method, name, maximum in (
-        ("Name", "name", 64),
-        ("Description", "description", 512),
-        ("ShortDescription", "short_description", 120),
+        ("Name", "name", limits.BOT_NAME_MAX),
+        ("Description", "description", limits.BOT_DESCRIPTION_MAX),
+        ("ShortDescription", "short_description", limits.BOT_SHORT_DESCRIPTION_MAX),
     ):
         api_method(f"setMy{method}")(
             lambda self, params, name=name, maximum=maximum: self._set_bot_text(params, name, maximum)

@@ -131,10 +131,17 @@ def decode(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _uploaded(field: FileField) -> dict[str, Any]:
-    """An uploaded file is recorded by its metadata; the bytes are not kept."""
+    """An uploaded file: its metadata and its bytes (the request's size limit bounds them)."""
     stream = field.file
-    stream.seek(0, 2)
-    return {"uploaded": True, "file_name": field.filename, "content_type": field.content_type, "size": stream.tell()}
+    stream.seek(0)
+    data = stream.read()
+    return {
+        "uploaded": True,
+        "file_name": field.filename,
+        "content_type": field.content_type,
+        "size": len(data),
+        "data": data,
+    }
 
 
 def integer(params: dict[str, Any], name: str, missing: str | None = None, default: int | None = None) -> int | None:

@@ -1,16 +1,15 @@
 """BotApiServer: the Bot API served over real HTTP, on loopback, for the bot to poll.
 
-The HTTP layer is aiohttp's low-level server (no router, no middlewares, no access
-log): one handler splits ``/bot<token>/<method>``, decodes params, runs the method and
-answers Telegram's JSON. That is all the per-request work, so a benchmark driving the
-bot through it measures the bot. Subclasses see every call through three hooks
-(``_check_call``, ``_answered``, ``_refused``); the tests' stand-in records calls and
-injects faults there.
+The HTTP layer is aiohttp's low-level server (no router, no middlewares, no access log;
+started by bot.http_server, as the web chat and /healthz are): one handler splits
+``/bot<token>/<method>``, decodes params, runs the method and answers Telegram's JSON.
+That is all the per-request work, so a benchmark driving the bot through it measures
+the bot. Subclasses see every call through three hooks (``_check_call``, ``_answered``,
+``_refused``); the tests' stand-in records calls and injects faults there.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import logging
@@ -19,7 +18,8 @@ import time
 from typing import Any
 
 from aiohttp import web
-from aiohttp.web_protocol import RequestHandler
+
+from bot.http_server import HttpServer
 
 from .errors import ApiError
 from .methods import METHODS, BotApi
@@ -52,7 +52,7 @@ class BotApiServer(BotApi):
         self.host = host
         self.port = port
         self.store = store
-        self._runner: web.ServerRunner | None = None
+        self._server: HttpServer | None = None
         self._reading = 0  # requests whose body is still being read
 
     @property
@@ -74,28 +74,17 @@ class BotApiServer(BotApi):
                 await self.store.close()
                 raise
             self.journal = self.store.save
-        loop = asyncio.get_running_loop()
-
-        def make_request(
-            message: Any, payload: Any, protocol: RequestHandler, writer: Any, task: asyncio.Task[None]
-        ) -> web.BaseRequest:
-            return web.BaseRequest(message, payload, protocol, writer, task, loop, client_max_size=_MAX_BODY)
-
-        server = web.Server(self._handle, request_factory=make_request, handler_cancellation=True, access_log=None)
-        self._runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
+        self._server = await HttpServer.start(self._handle, self.host, self.port, client_max_size=_MAX_BODY)
+        self.port = self._server.port
         return self
 
     async def stop(self) -> None:
         """Stop listening and save what is still unsaved; safe to call twice."""
         self.close_poll_timers()
         self.updates.release()  # answer a waiting long poll so shutdown does not wait for it
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        server, self._server = self._server, None
+        if server is not None:
+            await server.stop()
         if self.store is not None:
             self.journal = None
             await self.store.close()
@@ -131,6 +120,8 @@ class BotApiServer(BotApi):
         arrival = time.monotonic()
         self._mark(arrival)
         path = request.path
+        if path.startswith("/file/bot"):
+            return self._download(path[len("/file/bot") :])
         token, _, method = path[4:].partition("/") if path.startswith("/bot") else ("", "", path)
         entry = METHODS.get(method.lower()) if token == self.token else None
         name = entry[0] if entry is not None else method
@@ -166,6 +157,14 @@ class BotApiServer(BotApi):
             return _response(500, error.payload())
         self._answered(name, params, result, arrival)
         return _response(200, {"ok": True, "result": result})
+
+    def _download(self, rest: str) -> web.Response:
+        """GET /file/bot<token>/<file_path>: a file's bytes, as Telegram serves what getFile names."""
+        token, _, file_path = rest.partition("/")
+        stored = self.files.by_path.get(file_path) if token == self.token else None
+        if stored is None:
+            return _response(404, ApiError(404, "Not Found").payload())
+        return web.Response(body=stored.data, content_type=stored.mime)
 
 
 @functools.cache

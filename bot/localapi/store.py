@@ -1,4 +1,4 @@
-"""What the built-in Bot API server keeps across restarts: users, chats, messages, polls, update ids.
+"""What the built-in Bot API server keeps across restarts: users, chats, messages, polls, files, time zones.
 
 Telegram keeps a chat's history; so does the built-in server, in its own SQLite file
 (the bot's progress stays in the bot's database). Changes are saved in the order they
@@ -20,6 +20,8 @@ from typing import Any, NamedTuple
 
 from bot.errors import StorageError
 
+from .files import StoredFile
+
 log = logging.getLogger(__name__)
 
 _SCHEMA = """
@@ -33,15 +35,21 @@ CREATE TABLE IF NOT EXISTS polls (
     id TEXT PRIMARY KEY, chat_id INTEGER NOT NULL, message_id INTEGER NOT NULL, votes TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS files (
+    file_id TEXT PRIMARY KEY, unique_id TEXT NOT NULL, kind TEXT NOT NULL, mime TEXT NOT NULL,
+    width INTEGER NOT NULL, height INTEGER NOT NULL, file_name TEXT, data BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS time_zones (user_id INTEGER PRIMARY KEY, zone TEXT NOT NULL);
 """
 
 
 class Change(NamedTuple):
-    """One change to save: kind is user, chat, message, deleted, poll or update_id."""
+    """One change to save: kind is user, chat, message, deleted, poll, file, time_zone or update_id."""
 
     kind: str
-    key: int | str  # user id, chat id or poll id (0 for update_id)
-    value: Any  # the user, chat or message dict; a message id; (chat id, message id, votes); a number
+    key: int | str  # user id, chat id, poll id or file id (0 for update_id)
+    value: Any  # a user, chat or message dict; a message id; (chat id, message id, votes); a StoredFile; a time
+    # zone's name; a number
 
 
 @dataclass
@@ -53,6 +61,8 @@ class Snapshot:
     next_message_ids: dict[int, int] = field(default_factory=dict)
     messages: dict[int, dict[int, dict[str, Any]]] = field(default_factory=dict)
     polls: dict[str, tuple[int, int, dict[int, list[int]]]] = field(default_factory=dict)
+    files: list[StoredFile] = field(default_factory=list)
+    time_zones: dict[int, str] = field(default_factory=dict)
     next_update_id: int = 0
 
 
@@ -104,6 +114,11 @@ class StateStore:
             snapshot.messages.setdefault(chat_id, {})[message_id] = json.loads(message)
         for poll_id, chat_id, message_id, votes in self._db.execute("SELECT id, chat_id, message_id, votes FROM polls"):
             snapshot.polls[poll_id] = (chat_id, message_id, {int(k): v for k, v in json.loads(votes).items()})
+        for file_id, unique_id, kind, mime, width, height, file_name, data in self._db.execute(
+            "SELECT file_id, unique_id, kind, mime, width, height, file_name, data FROM files"
+        ):
+            snapshot.files.append(StoredFile(file_id, unique_id, kind, bytes(data), mime, width, height, file_name))
+        snapshot.time_zones.update(self._db.execute("SELECT user_id, zone FROM time_zones"))
         row = self._db.execute("SELECT value FROM counters WHERE name = 'next_update_id'").fetchone()
         snapshot.next_update_id = row[0] if row else 0
         return snapshot
@@ -147,6 +162,24 @@ class StateStore:
                     "INSERT OR REPLACE INTO polls (id, chat_id, message_id, votes) VALUES (?, ?, ?, ?)",
                     (key, chat_id, message_id, json.dumps(votes)),
                 )
+            elif kind == "file":
+                stored: StoredFile = value
+                db.execute(
+                    "INSERT OR IGNORE INTO files (file_id, unique_id, kind, mime, width, height, file_name, data) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        stored.file_id,
+                        stored.unique_id,
+                        stored.kind,
+                        stored.mime,
+                        stored.width,
+                        stored.height,
+                        stored.file_name,
+                        stored.data,
+                    ),
+                )
+            elif kind == "time_zone":
+                db.execute("INSERT OR IGNORE INTO time_zones (user_id, zone) VALUES (?, ?)", (key, value))
             elif kind == "update_id":
                 db.execute(
                     "INSERT INTO counters (name, value) VALUES ('next_update_id', ?) "

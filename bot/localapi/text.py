@@ -1,8 +1,7 @@
-"""Formatted text the way Telegram stores it: parse mode, UTF-16 lengths, trimming.
+"""Formatted text as the server takes it: the parse mode or explicit entities, refused as Telegram refuses them.
 
-Telegram measures every text limit and every entity offset in UTF-16 code units
-(an emoji outside the BMP counts as two), applies the parse mode first and checks
-lengths afterwards, and trims surrounding spaces and line feeds before storing.
+The rules themselves (the HTML parser, trimming, UTF-16 lengths) are bot.telegram_rules; here they become the
+Bot API's answers ("can't parse entities: ..."), and a Telegram app's /command entities on what a user sends.
 """
 
 from __future__ import annotations
@@ -11,38 +10,13 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from bot.telegram_rules.html import HtmlError
+from bot.telegram_rules.limits import ENTITY_TYPES
+from bot.telegram_rules.text import fix_entities, stored, trim
+from bot.telegram_rules.units import utf16_len
+
 from .errors import bad_request
-from .html import HtmlError, parse_html
-from .units import utf16_len
 
-# Entity types a bot may pass explicitly in `entities`/`caption_entities`.
-ENTITY_TYPES = frozenset(
-    {
-        "mention",
-        "hashtag",
-        "cashtag",
-        "bot_command",
-        "url",
-        "email",
-        "phone_number",
-        "bold",
-        "italic",
-        "underline",
-        "strikethrough",
-        "spoiler",
-        "blockquote",
-        "expandable_blockquote",
-        "code",
-        "pre",
-        "text_link",
-        "text_mention",
-        "custom_emoji",
-        "date_time",
-    }
-)
-
-# tdlib trims only spaces and line feeds, and on the left only up to the first entity.
-_TRIMMED = " \n"
 # Telegram apps mark /commands (optionally /command@bot) that start a word.
 _COMMAND = re.compile(r"(?<!\S)/[A-Za-z0-9_]{1,32}(?:@[A-Za-z0-9_]{3,32})?(?![^\s.,!?;:])")
 
@@ -78,7 +52,7 @@ def format_text(
         mode = str(parse_mode).lower()
         if mode == "html":
             try:
-                text, found = parse_html(text, strict_ampersand=strict_ampersand, resolve_user=resolve_user)
+                return stored(text, strict_ampersand=strict_ampersand, resolve_user=resolve_user)
             except HtmlError as exc:
                 raise bad_request(f"can't parse entities: {exc}") from None
         elif mode in ("markdownv2", "markdown"):
@@ -86,30 +60,7 @@ def format_text(
             raise bad_request(f"can't parse entities: parse_mode {parse_mode} is not supported by the Bot API stand-in")
         else:
             raise bad_request("unsupported parse_mode")
-    return trim(text, found)
-
-
-def trim(text: str, entities: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
-    """Strip leading/trailing spaces and line feeds and shift/clip entities to match."""
-    first_entity = entities[0]["offset"] if entities else None
-    left = 0
-    while left < len(text) and text[left] in _TRIMMED and (first_entity is None or left < first_entity):
-        left += 1
-    right = len(text)
-    while right > left and text[right - 1] in _TRIMMED:
-        right -= 1
-    if left == 0 and right == len(text):
-        return text, entities
-    result = text[left:right]
-    # left counts ASCII characters only, so it is also a UTF-16 offset
-    total = utf16_len(result)
-    kept = []
-    for entity in entities:
-        start = max(entity["offset"] - left, 0)
-        end = min(entity["offset"] + entity["length"] - left, total)
-        if end > start:
-            kept.append({**entity, "offset": start, "length": end - start})
-    return result, kept
+    return trim(text, fix_entities(found))
 
 
 def _checked_entities(entities: Any, text_length: int) -> list[dict[str, Any]]:
@@ -127,5 +78,4 @@ def _checked_entities(entities: Any, text_length: int) -> list[dict[str, Any]]:
         # Telegram silently drops entities that fall outside the text
         if length > 0 and 0 <= offset < text_length:
             kept.append({**entity, "length": min(length, text_length - offset)})
-    kept.sort(key=lambda e: (e["offset"], -e["length"]))
     return kept

@@ -20,8 +20,9 @@ import asyncio
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from bot.telegram_rules.limits import DEFAULT_UPDATE_TYPES, GET_UPDATES_LIMIT_MAX, UPDATE_TYPES
+
 from .errors import ApiError, bad_request
-from .limits import DEFAULT_UPDATE_TYPES, GET_UPDATES_LIMIT_MAX, UPDATE_TYPES
 
 CONFLICT = "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"
 _WOKEN, _TIMED_OUT, _TERMINATED = "woken", "timed out", "terminated"

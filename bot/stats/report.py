@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.content.model import Content, Lesson, Question
+from bot.course.model import Content, Lesson, Question
 from bot.stats.query import Figures, Filters
 
 # Below this many learners a share says little: no flag is raised on it.
@@ -62,10 +62,6 @@ class QuestionStats:
     right_first: int  # ... and were right on their first try
     options: tuple[OptionStats, ...]
     flags: tuple[str, ...]
-
-    @property
-    def right_share(self) -> float | None:
-        return self.right_first / self.learners if self.learners else None
 
 
 @dataclass(frozen=True)

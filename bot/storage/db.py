@@ -20,10 +20,9 @@ from typing import Any, TypeAlias
 
 import aiosqlite
 
-from bot.content.model import Course
-from bot.drills import DrillProgress
+from bot.course.model import Course
 from bot.errors import StorageError
-from bot.learner import Answer, EventKind, Learner, LessonProgress, ReaderView, SentPoll
+from bot.learner import Answer, DrillProgress, EventKind, Learner, LessonProgress, ReaderView, SentPoll
 from bot.storage.migrations import MIGRATIONS
 
 log = logging.getLogger(__name__)
@@ -912,6 +911,12 @@ def ensure_writable(path: Path) -> None:
     """
     path = Path(path)
     folder = path.parent if path.parent.exists() else next(p for p in path.parents if p.exists())
+    if os.statvfs(folder).f_flag & os.ST_RDONLY:
+        # No owner could write it: saying who should own it would send the operator the wrong way.
+        raise StorageError(
+            f"cannot write the database {path}: {folder} is on a read-only file system (a volume mounted "
+            "with :ro?); mount it read-write"
+        )
     uid = os.geteuid()
     for place in (folder, path, Path(f"{path}-wal"), Path(f"{path}-shm")):
         if place.exists() and not os.access(place, os.W_OK):

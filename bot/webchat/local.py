@@ -12,11 +12,14 @@ restart shows each learner the chat they left.
 from __future__ import annotations
 
 import errno
+import logging
 import secrets
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 
+from bot import logs
 from bot.app import CourseBot, until_stopped
 from bot.config import Config
 from bot.errors import ConfigError
@@ -79,12 +82,14 @@ async def serve(config: Config) -> None:
     async with local_course(config) as course:
 
         def announce() -> None:
-            print(f"coursebot: the course is open in the web chat at {course.chat.url}", flush=True)
+            json_lines = config.log_format == "json"
+            logs.say(f"the course is open in the web chat at {course.chat.url}", json_lines, logging.INFO, sys.stdout)
             if not config.token:
-                print(
-                    "coursebot: to serve it on Telegram instead, "
-                    "create a bot with @BotFather and set TELEGRAM_BOT_TOKEN",
-                    flush=True,
+                logs.say(
+                    "to serve it on Telegram instead, create a bot with @BotFather and set TELEGRAM_BOT_TOKEN",
+                    json_lines,
+                    logging.INFO,
+                    sys.stdout,
                 )
 
         await until_stopped(course.bot, announce)

@@ -10,14 +10,17 @@ anything malformed is answered with a one-line error and changes nothing.
 from __future__ import annotations
 
 import logging
+import re
+import zoneinfo
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
+from bot.course.phone_width import CODE_LINE_MAX
 from bot.i18n import I18n, _
 from bot.localapi import BotApi
 from bot.localapi.chats import ChatState
-from bot.localapi.limits import MESSAGE_TEXT_MAX
-from bot.localapi.units import utf16_len
+from bot.telegram_rules.limits import MESSAGE_TEXT_MAX
+from bot.telegram_rules.units import utf16_len
 
 from . import learners, strings
 
@@ -26,6 +29,8 @@ log = logging.getLogger(__name__)
 Json = dict[str, Any]
 T = TypeVar("T")
 _LANGUAGE_CODE_MAX = 35  # an IETF tag such as "pt-br" or "es-419"
+_TIME_ZONE_MAX = 64  # the longest IANA name is 32 characters
+_TIME_ZONE = re.compile(r"[A-Za-z][A-Za-z0-9_+-]*(?:/[A-Za-z0-9_+-]+)*")
 
 
 class BadRequest(ValueError):
@@ -81,6 +86,8 @@ class Page:
             self.send(
                 {"type": "answered", "text": payload.get("text") or "", "alert": payload.get("show_alert") is True}
             )
+        elif kind == "action":
+            self.send({"type": "action", "action": payload["action"]})
         else:
             self.send({"type": "edited" if kind in ("edited", "voted") else "message", **self._view(payload)})
 
@@ -107,11 +114,14 @@ class Page:
     def _hello(self, data: Json) -> None:
         """The page opened: its remembered learner (or a new one) and the app's language."""
         language = _language(data.get("language"))  # the browser's, for a new learner
+        zone = _time_zone(data.get("time_zone"))
         wanted = data.get("learner")
         if isinstance(wanted, int) and learners.is_learner(wanted) and wanted in self.api.users:
             self._attach(wanted)  # their app keeps the language they chose
         else:
             self._new_learner(language)
+        if zone is not None:
+            self.api.report_time_zone(self.user["id"], zone)
         self._ready()
 
     def _new_learner(self, language: str | None) -> None:
@@ -153,6 +163,8 @@ class Page:
                 "bot": self.api.bot_user,
                 "history": history,
                 "commands": self.api.commands_for(chat.id, self.language_code),
+                "started": chat.known,  # Telegram shows a new user START instead of the message box
+                "code_columns": CODE_LINE_MAX,  # the phone width lint holds code to
                 "ui": self.translate(strings.ui),
             }
         )
@@ -215,6 +227,9 @@ class Page:
 
     def _create(self, data: Json) -> None:
         self._new_learner(self.language_code)
+        zone = _time_zone(data.get("time_zone"))
+        if zone is not None:
+            self.api.report_time_zone(self.user["id"], zone)
         self._ready()
 
     _HANDLERS: ClassVar[dict[str, Callable[[Page, Json], None]]] = {
@@ -226,6 +241,17 @@ class Page:
         "switch": _switch,
         "new_learner": _create,
     }
+
+
+def _time_zone(value: Any) -> str | None:
+    """An IANA time zone the browser reports ("Europe/Berlin"); anything else is ignored, as the bot needs none."""
+    if not isinstance(value, str) or not 0 < len(value) <= _TIME_ZONE_MAX or not _TIME_ZONE.fullmatch(value):
+        return None
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return None
+    return value
 
 
 def _language(value: Any) -> str | None:

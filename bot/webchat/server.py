@@ -4,6 +4,11 @@ Updates reach the page the moment the bot answers: the Bot API server tells each
 of a change in its chat, the Page queues a JSON message, and the connection's writer
 sends it. Nothing polls. It binds to loopback unless configured otherwise: it is a
 local preview of the course, with no login, not a channel for the public.
+
+Every request must name this machine in its Host header: a loopback name, or the host the
+chat was configured to listen on. A web page whose own DNS name an attacker re-points at
+127.0.0.1 (DNS rebinding) sends its own name as Host and its own origin as Origin, so the
+Origin check alone would pass it; the Host check refuses it, page and WebSocket alike.
 """
 
 from __future__ import annotations
@@ -18,8 +23,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import WSMsgType, web
+from aiohttp.typedefs import Handler
 
-from bot.content.live import Library, Reloaded
+from bot.http_server import HttpServer
+from bot.library.live import Library, Reloaded
 from bot.localapi import BotApi
 
 from .page import Page
@@ -30,6 +37,7 @@ _STATIC = {
     "chat.js": "text/javascript",
     "chat.css": "text/css",
 }
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 _MAX_MESSAGE = 64 * 1024  # bytes of one message from a page: a 4096-character text fits many times
 # A browser should not guess types, frame the page, or load anything from elsewhere.
 _HEADERS = {
@@ -50,7 +58,7 @@ class WebChat:
         self.port = port
         self.pages: set[Page] = set()
         self._banner: list[str] = []
-        self._runner: web.AppRunner | None = None
+        self._server: HttpServer | None = None
 
     @property
     def url(self) -> str:
@@ -58,22 +66,20 @@ class WebChat:
         return f"http://{host}:{self.port}/"
 
     async def start(self) -> WebChat:
-        app = web.Application()
+        app = web.Application(middlewares=[self._this_machine_only])
         app.router.add_get("/", self._index)
         app.router.add_get("/static/{name}", self._static)
+        app.router.add_get("/photo/{file_id}", self._photo)
         app.router.add_get("/ws", self._websocket)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
+        self._server = await HttpServer.start(app, self.host, self.port)
+        self.port = self._server.port
         return self
 
     async def stop(self) -> None:
         """Close every page's connection and stop listening; safe to call twice."""
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
+        server, self._server = self._server, None
+        if server is not None:
+            await server.stop()
 
     def show_banner(self, lines: list[str]) -> None:
         """Show `lines` (file:line: message) on every page until clear_banner(); new pages see them too."""
@@ -90,6 +96,24 @@ class WebChat:
 
     # ------------------------------------------------------------------ HTTP
 
+    def host_allowed(self, host: str) -> bool:
+        """Whether a Host header names this machine: a loopback name or the configured host, any port."""
+        try:
+            name = urlsplit(f"//{host}").hostname
+        except ValueError:  # a malformed port or bracket
+            return False
+        return name is not None and (name in LOOPBACK_HOSTS or name == self.host.strip("[]").lower())
+
+    @web.middleware
+    async def _this_machine_only(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if not self.host_allowed(request.host):
+            raise web.HTTPForbidden(
+                text=f"the web chat answers at {self.url} (or another loopback address) only; "
+                "set COURSEBOT_WEB_HOST to serve it under another name.",
+                headers=_HEADERS,
+            )
+        return await handler(request)
+
     async def _index(self, request: web.Request) -> web.Response:
         return web.Response(body=_file("index.html"), content_type="text/html", charset="utf-8", headers=_HEADERS)
 
@@ -98,6 +122,14 @@ class WebChat:
         if name not in _STATIC:
             raise web.HTTPNotFound()
         return web.Response(body=_file(name), content_type=_STATIC[name], charset="utf-8", headers=_HEADERS)
+
+    async def _photo(self, request: web.Request) -> web.Response:
+        """A photo the bot sent, by its file_id (Telegram's apps download it the same way)."""
+        stored = self.api.files.by_id.get(request.match_info["file_id"])
+        if stored is None or stored.kind != "photo":
+            raise web.HTTPNotFound()
+        headers = {**_HEADERS, "Cache-Control": "private, max-age=86400, immutable"}  # a file_id never changes
+        return web.Response(body=stored.data, content_type=stored.mime, headers=headers)
 
     async def _websocket(self, request: web.Request) -> web.WebSocketResponse:
         origin = request.headers.get("Origin")

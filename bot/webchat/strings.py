@@ -11,8 +11,13 @@ def ui() -> dict[str, str]:
     """The page's labels, translated in the current language (call inside I18n.use)."""
     return {
         "bot": _("bot"),
-        "placeholder": _("Message or code"),
-        "send": _("Send (Ctrl+Enter)"),
+        # How to send, as Telegram's apps do it: Enter on a desktop, ➤ on a phone (its Enter adds a line).
+        "placeholder": _("Message or code (Enter sends, Shift+Enter adds a line)"),
+        "placeholder_phone": _("Message or code (➤ sends)"),
+        "send": _("Send"),
+        "start": _("START"),
+        "typing": _("typing…"),
+        "sending_photo": _("sending a photo…"),
         "menu": _("Menu"),
         "settings": _("Settings"),
         "language": _("App language"),

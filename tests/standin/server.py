@@ -42,6 +42,9 @@ class BotApiStandin(BotApiServer):
         self.learners: dict[int, SimLearner] = {}
         self.groups: dict[int, SimGroup] = {}
         self._errors: list[ApiCall] = []
+        # Second answers to one callback query: Telegram refuses them ("query is too old ... or query ID is
+        # invalid"), which a bot that takes that for an expired tap never notices. Each is a bug of the bot.
+        self.answered_again: list[ApiCall] = []
         self._call_listeners: list[Callable[[ApiCall], bool]] = []
         self._activity = asyncio.Event()
         self._last_activity = time.monotonic()
@@ -64,6 +67,10 @@ class BotApiStandin(BotApiServer):
         injected = isinstance(error, InjectedFault)
         call = ApiCall(name, params, False, None, error.error_code, error.description, arrival, injected)
         self._record(call, blame=bug or (heard and not injected))
+        if name == "answerCallbackQuery" and not injected:
+            query = self.callback_queries.get(str(params.get("callback_query_id")))
+            if query is not None and query.answer is not None:
+                self.answered_again.append(call)
 
     def _record(self, call: ApiCall, blame: bool = False) -> None:
         """Append to calls; `blame` also lists it in errors() (refused because of the bot)."""

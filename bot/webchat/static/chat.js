@@ -5,9 +5,16 @@
 "use strict";
 
 const LEARNER_KEY = "coursebot.learner";
+const TIME_ZONE_SENT = "coursebot.time-zone-sent."; // + learner id: the zone is reported once per learner
 const TOAST_MS = 2500;
+const ACTION_MS = 5000; // Telegram shows a chat action ("typing…") for 5 s or until the next message
 const TAP_PENDING_MS = 15000; // Telegram stops waiting for a callback answer after 15 s
 const BLOCKS = new Set(["pre", "blockquote", "expandable_blockquote"]);
+const CARET_LINE = /^[ \t]*[\^~]+[ \t^~]*$/; // Python's markers under the source line of a traceback
+const FENCE = "```";
+const MIN_PAIR_SCALE = 0.7; // a traceback line shrinks to 9 px at most (Telegram's phones go to 11 dp), then scrolls
+// Telegram's phone apps add a line on Enter; Telegram Web on a desktop sends (tweb: isSendShortcutPressed).
+const PHONE = matchMedia("(pointer: coarse)").matches && !matchMedia("(any-pointer: fine)").matches;
 
 const $ = (id) => document.getElementById(id);
 const state = {
@@ -16,7 +23,9 @@ const state = {
   ui: {},
   retry: 500, // ms before reconnecting, doubled up to 8 s
   toastTimer: 0,
+  actionTimer: 0,
   pending: new Set(),
+  codeColumns: 36,
 };
 
 // ---------------------------------------------------------------- connection
@@ -28,7 +37,9 @@ function connect() {
   socket.addEventListener("open", () => {
     state.retry = 500;
     const remembered = Number(localStorage.getItem(LEARNER_KEY)) || null;
-    send({ type: "hello", learner: remembered, language: (navigator.language || "en").toLowerCase() });
+    const hello = { type: "hello", learner: remembered, language: (navigator.language || "en").toLowerCase() };
+    if (!remembered || !localStorage.getItem(TIME_ZONE_SENT + remembered)) hello.time_zone = timeZone();
+    send(hello);
   });
   socket.addEventListener("message", (event) => receive(JSON.parse(event.data)));
   socket.addEventListener("close", () => {
@@ -51,6 +62,7 @@ function receive(message) {
     case "edited": return showMessage(message, true);
     case "deleted": return removeMessage(message.message_id);
     case "answered": return answered(message);
+    case "action": return chatAction(message.action);
     case "banner": return banner(message);
     case "error": return toast(message.text);
   }
@@ -59,12 +71,15 @@ function receive(message) {
 // --------------------------------------------------------------------- ready
 
 function ready(message) {
+  const root = document.documentElement;
   $("offline").hidden = true;
   state.learner = message.learner;
   state.ui = message.ui;
   state.commands = message.commands;
+  state.codeColumns = message.code_columns;
   localStorage.setItem(LEARNER_KEY, String(message.learner.id));
-  const root = document.documentElement;
+  localStorage.setItem(TIME_ZONE_SENT + message.learner.id, "1");
+  root.style.setProperty("--code-columns", String(message.code_columns));
   root.lang = message.language || "en";
   root.dir = message.rtl ? "rtl" : "ltr";
   $("bot-name").textContent = message.bot.first_name;
@@ -73,7 +88,10 @@ function ready(message) {
   $("settings-button").setAttribute("aria-label", state.ui.settings);
   $("send-button").setAttribute("aria-label", state.ui.send);
   $("send-button").title = state.ui.send;
-  $("input").placeholder = state.ui.placeholder;
+  $("input").placeholder = PHONE ? state.ui.placeholder_phone : state.ui.placeholder;
+  $("start-button").textContent = state.ui.start;
+  showStart(!message.started);
+  clearAction();
   $("language-label").textContent = state.ui.language;
   $("learners-label").textContent = state.ui.learners;
   $("new-learner").textContent = "+ " + state.ui.new_learner;
@@ -113,6 +131,8 @@ function ready(message) {
 
 function showMessage(view, edited) {
   const message = view.message;
+  if (message.from.is_bot && !edited) clearAction(); // the bot's message ends its "typing…"
+  if (!message.from.is_bot) showStart(false);
   const id = "m" + message.message_id;
   const node = renderMessage(view);
   const old = document.getElementById(id);
@@ -140,6 +160,9 @@ function renderMessage(view) {
   const bubble = element("div", "bubble");
   if (message.poll) {
     bubble.append(renderPoll(message, view.chosen || []));
+  } else if (message.photo) {
+    bubble.classList.add("media");
+    bubble.append(renderPhoto(message));
   } else {
     const text = element("div", "text");
     text.dir = "auto";
@@ -182,7 +205,8 @@ function build(parent, text, start, end, entities) {
     if (from > position) parent.append(text.slice(position, from));
     const node = entityNode(entity, text.slice(from, to));
     const holder = node.querySelector("code") || node;
-    build(holder, text, from, to, inner);
+    if (entity.type === "pre") codeLines(holder, text.slice(from, to)); // Telegram nests nothing in a block
+    else build(holder, text, from, to, inner);
     parent.append(node);
     position = to;
     // a block already ends its line: the line feed after it is not an empty line, as in Telegram
@@ -208,7 +232,7 @@ function entityNode(entity, content) {
       const code = element("code");
       if (entity.language) code.className = "language-" + entity.language;
       pre.append(code);
-      pre.addEventListener("click", () => copy(pre.textContent));
+      pre.addEventListener("click", () => copy(content));
       return pre;
     }
     case "blockquote":
@@ -232,6 +256,80 @@ function link(url) {
   a.target = "_blank";
   a.rel = "noopener noreferrer";
   return a;
+}
+
+// --------------------------------------------------------------------- code
+
+// A code block, one element per line, so that a line the screen is too narrow for wraps under a hanging
+// indent with a ↪ (CSS), never back to column 0 where it would read as less indented Python. A traceback's
+// caret line stays with its source line: the two never wrap, they shrink together (then scroll), so each
+// ^ stays under its token.
+function codeLines(code, text) {
+  code.replaceChildren();
+  const lines = text.split("\n");
+  for (let index = 0; index < lines.length; index += 1) {
+    if (index + 1 < lines.length && CARET_LINE.test(lines[index + 1])) {
+      code.append(caretPair(lines[index], lines[index + 1]));
+      index += 1;
+    } else {
+      code.append(codeLine(lines[index]));
+    }
+  }
+}
+
+function codeLine(text) {
+  const line = element("span", "line", text);
+  const indent = columnsOf(text.match(/^[ \t]*/)[0]);
+  // Continuation rows start 2 columns right of the line's own indentation, at most half the width.
+  line.style.setProperty("--hang", String(Math.min(indent + 2, Math.floor(state.codeColumns / 2))));
+  return line;
+}
+
+function caretPair(source, carets) {
+  const pair = element("span", "pair");
+  pair.append(element("span", "line", source), element("span", "line", carets));
+  const wide = Math.max(columnsOf(source), columnsOf(carets));
+  if (wide > state.codeColumns) pair.style.fontSize = Math.max(state.codeColumns / wide, MIN_PAIR_SCALE) + "em";
+  return pair;
+}
+
+// Columns a line takes in a monospace font, as lint counts them: wide (CJK) characters take two, a tab four.
+function columnsOf(text) {
+  let columns = 0;
+  for (const character of text) {
+    const code = character.codePointAt(0);
+    columns += character === "\t" ? 4 : isWide(code) ? 2 : 1;
+  }
+  return columns;
+}
+
+function isWide(code) {
+  return (code >= 0x1100 && code <= 0x115f) || (code >= 0x2e80 && code <= 0xa4cf && code !== 0x303f)
+    || (code >= 0xac00 && code <= 0xd7a3) || (code >= 0xf900 && code <= 0xfaff) || (code >= 0xfe30 && code <= 0xfe4f)
+    || (code >= 0xff00 && code <= 0xff60) || (code >= 0xffe0 && code <= 0xffe6) || (code >= 0x1f300 && code <= 0x1faff)
+    || (code >= 0x20000 && code <= 0x3fffd);
+}
+
+// -------------------------------------------------------------------- photos
+
+function renderPhoto(message) {
+  const figure = element("div", "photo");
+  const largest = message.photo[message.photo.length - 1];
+  const image = element("img");
+  image.src = "/photo/" + encodeURIComponent(largest.file_id);
+  image.width = largest.width;
+  image.height = largest.height;
+  image.alt = message.caption || "";
+  image.addEventListener("click", () => window.open(image.src, "_blank", "noopener"));
+  figure.append(image);
+  if (message.caption) {
+    const caption = element("div", "text caption");
+    caption.dir = "auto";
+    caption.append(renderEntities(message.caption, message.caption_entities || []));
+    if (message.show_caption_above_media) figure.prepend(caption);
+    else figure.append(caption);
+  }
+  return figure;
 }
 
 // ------------------------------------------------------------------- buttons
@@ -346,10 +444,51 @@ function onKey(event) {
     event.preventDefault(); // code needs indentation more than focus moves
     input.setRangeText("    ", input.selectionStart, input.selectionEnd, "end");
     grow();
-  } else if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+  } else if (event.key === "Enter" && sendsOnEnter(event, input)) {
     event.preventDefault();
     sendInput();
   }
+}
+
+// Enter sends as in Telegram Web on a desktop; Shift+Enter, a phone's keyboard, an input method still
+// composing, or a ``` code block left open adds a line. Ctrl+Enter sends everywhere.
+function sendsOnEnter(event, input) {
+  if (event.isComposing) return false;
+  if (event.ctrlKey || event.metaKey) return true;
+  if (PHONE || event.shiftKey || event.altKey) return false;
+  return !insideOpenFence(input.value.slice(0, input.selectionStart));
+}
+
+function insideOpenFence(before) {
+  return before.split(FENCE).length % 2 === 0; // an odd number of fences before the caret
+}
+
+function showStart(shown) {
+  $("start-bar").hidden = !shown;
+  $("composer").hidden = shown;
+}
+
+function timeZone() {
+  try {
+    return Intl.DateTimeFormat().resolvedOptions().timeZone || null;
+  } catch (error) {
+    return null;
+  }
+}
+
+function chatAction(action) {
+  clearTimeout(state.actionTimer);
+  const status = $("bot-status");
+  status.textContent = action === "upload_photo" ? state.ui.sending_photo : state.ui.typing;
+  status.classList.add("acting");
+  state.actionTimer = setTimeout(clearAction, ACTION_MS);
+}
+
+function clearAction() {
+  clearTimeout(state.actionTimer);
+  const status = $("bot-status");
+  status.textContent = state.ui.bot || "";
+  status.classList.remove("acting");
 }
 
 function renderCommands() {
@@ -423,7 +562,11 @@ function start() {
     closeSettings();
     send({ type: "language", language: event.target.value });
   });
-  $("new-learner").addEventListener("click", () => { closeSettings(); send({ type: "new_learner" }); });
+  $("new-learner").addEventListener("click", () => {
+    closeSettings();
+    send({ type: "new_learner", time_zone: timeZone() });
+  });
+  $("start-button").addEventListener("click", () => send({ type: "send", text: "/start" }));
   $("alert-ok").addEventListener("click", () => { $("alert").hidden = true; });
   document.addEventListener("keydown", (event) => {
     if (event.key === "Escape") { closeSettings(); $("command-menu").hidden = true; }

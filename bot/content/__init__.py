@@ -1,1 +1,0 @@
-"""The course content: its model, reading lesson files, checking them, and how complete each translation is."""
