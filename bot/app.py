@@ -14,16 +14,29 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from telegram import BotCommand, Update
+from telegram import Bot, BotCommand, Update
 from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import ApplicationBuilder, BaseHandler, ContextTypes
+from telegram.request import HTTPXRequest
 
 from bot import control, events
 from bot.commands import COMMANDS
 from bot.config import Config
 from bot.context import BotData, CourseContext, Services, update_scope
 from bot.errors import ConfigError, StorageError
-from bot.handlers import course, drills, fallback, language, lessons, practice, progress, quiz, settings
+from bot.handlers import (
+    course,
+    drills,
+    fallback,
+    language,
+    lessons,
+    practice,
+    progress,
+    quiz,
+    reminders,
+    review,
+    settings,
+)
 from bot.i18n import DEFAULT_LANGUAGE, I18n, _, telegram_code
 from bot.library.live import Edition, Library, Reloaded
 from bot.library.watch import Watcher
@@ -32,6 +45,7 @@ from bot.monitoring import Check, MonitoringServer
 from bot.ratelimit import CourseRateLimiter
 from bot.refresh import refresh_readers
 from bot.storage.db import Database, ensure_writable
+from bot.sweep import ReminderSweep, telegram_send
 from bot.updates import Inbox, InboxApplication, PerLearnerOrder, Polling
 from runner.client import Runner, RunnerClient, RunnerError
 
@@ -40,7 +54,14 @@ CourseApplication = InboxApplication
 
 log = logging.getLogger(__name__)
 
-ALLOWED_UPDATES = [Update.MESSAGE, Update.EDITED_MESSAGE, Update.CALLBACK_QUERY, Update.POLL_ANSWER]
+# my_chat_member: a learner who blocks the bot gets no more reminders (bot.handlers.reminders).
+ALLOWED_UPDATES = [
+    Update.MESSAGE,
+    Update.EDITED_MESSAGE,
+    Update.CALLBACK_QUERY,
+    Update.POLL_ANSWER,
+    Update.MY_CHAT_MEMBER,
+]
 LONG_POLL_SECONDS = 10
 
 
@@ -54,6 +75,8 @@ def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
         *quiz.handlers(),
         *drills.handlers(),
         *progress.handlers(),
+        *review.handlers(),
+        *reminders.handlers(),
         *settings.handlers(),
         *language.handlers(),
         *practice.handlers(),
@@ -229,6 +252,8 @@ class CourseBot:
             stack.push_async_callback(self._stop_updates, app)
             self.polling = await serve_updates(app)
             stack.push_async_callback(_cancelled, asyncio.create_task(events.purge_daily(db), name="events purge"))
+            sweep = await stack.enter_async_context(reminder_sweep(self.config, self.library, db))
+            stack.push_async_callback(_cancelled, asyncio.create_task(sweep.run(), name="reminder sweep"))
             if self.config.watch:
                 watcher = Watcher([self.config.lessons_dir, self.config.locales_dir], self.reload)
                 stack.push_async_callback(_cancelled, asyncio.create_task(watcher.run(), name="content watcher"))
@@ -249,6 +274,23 @@ class CourseBot:
         if stack is not None:
             await stack.aclose()
             log.info("coursebot stopped; the database is closed")
+
+
+@contextlib.asynccontextmanager
+async def reminder_sweep(config: Config, library: Library, db: Database) -> AsyncIterator[ReminderSweep]:
+    """Yield the reminder sweep, sending through a Bot of its own: a 429 reaches its sender, which waits it out
+    under the bot-wide pace, instead of the application's limiter retrying it."""
+    bot = Bot(
+        config.token,
+        base_url=config.bot_base_url,
+        base_file_url=config.api_base_url.rstrip("/") + "/file/bot",
+        request=HTTPXRequest(connection_pool_size=16),
+    )
+    await bot.initialize()
+    try:
+        yield ReminderSweep(db, library, telegram_send(bot))
+    finally:
+        await bot.shutdown()
 
 
 async def _cancelled(task: asyncio.Task[None]) -> None:

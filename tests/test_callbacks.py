@@ -12,6 +12,8 @@ from bot.callbacks import (
     CallbackDataError,
     ChooseLanguage,
     ConfirmReset,
+    ReminderChoice,
+    ReviewChoice,
     Continue,
     DrillTap,
     LeavePractice,
@@ -25,6 +27,8 @@ from bot.callbacks import (
     StartDrills,
     StartPractice,
     StartQuiz,
+    StartReview,
+    StopReview,
     matches,
 )
 
@@ -38,6 +42,10 @@ class Numbered(CallbackData, prefix="test-n"):
 
 
 EXAMPLES = [
+    StartReview(),
+    StopReview(),
+    ReviewChoice(2**63 - 1, 3, 999999),
+    ReminderChoice("snooze"),
     ShowSlide("requires-grad", "what-autograd-does"),
     ShowSlide("no-grad", "set-grad-enabled"),
     Numbered("grad", 0),

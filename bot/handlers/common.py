@@ -13,6 +13,7 @@ from telegram.error import BadRequest
 
 from bot.callbacks import CallbackData, CallbackDataError
 from bot.context import CourseContext, stored_learner
+from bot.handlers import habits
 from bot.i18n import _, current_language
 from bot.learner import EventKind
 from bot.render import Screen
@@ -42,6 +43,7 @@ def for_learner(handler: Handler) -> Handler:
             stored_learner(), user.id, chat.id if chat else user.id, user.language_code
         )
         await handler(update, context)
+        await habits.note_activity(context)  # the learner's habit: when they study (bot.handlers.habits)
 
     return wrapper
 
@@ -200,3 +202,4 @@ async def record(
         verdict=verdict,
         failed_check=failed_check,
     )
+    await habits.on_event(context, kind, verdict)

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import logging
+
 from telegram import Update
 from telegram.ext import BaseHandler, CallbackQueryHandler, CommandHandler, filters
 
-from bot import commands, render
+from bot import commands, render, retention_render
 from bot.callbacks import Continue, OpenLesson, ShowMenu, matches
 from bot.context import CourseContext
+from bot.handlers import review
 from bot.handlers.common import button, for_learner, lesson_gone, reply, show_in_tapped
 from bot.handlers.lessons import open_place
 from bot.i18n import _
 from bot.learner import NOT_STARTED, ReaderView
 from bot.navigation import Place, resume, slide_index
+from bot.retention import deeplinks
+
+log = logging.getLogger(__name__)
 
 
 async def _menu_screen(context: CourseContext, *, welcome: bool) -> render.Screen:
@@ -23,7 +29,23 @@ async def _menu_screen(context: CourseContext, *, welcome: bool) -> render.Scree
 
 @for_learner
 async def start(update: Update, context: CourseContext) -> None:
-    """Welcome the learner and show the course with one button to start or continue."""
+    """Welcome the learner and show the course with one button to start or continue; a link's payload
+    (``/start <lesson>``, ``/start review``) opens what it names, an unknown one the menu with a note."""
+    link = deeplinks.parse(" ".join(context.args or ()) or None, context.course)
+    match link:
+        case deeplinks.OpenLesson(lesson_id):
+            lesson = context.course.lesson(lesson_id)
+            if lesson is not None:
+                progress = await context.services.db.progress(context.learner.user_id)
+                place = Place(lesson, slide_index(lesson, progress.get(lesson.id, NOT_STARTED)))
+                await open_place(update, context, place, progress)
+                return
+        case deeplinks.OpenReview():
+            await review.start(update, context)
+            return
+        case deeplinks.UnknownLink(why, payload):
+            log.info("start link %r of user %s leads nowhere (%s)", payload, context.learner.user_id, why)
+            await reply(update, context, render.notice(retention_render.unknown_link()))
     await reply(update, context, await _menu_screen(context, welcome=True))
 
 

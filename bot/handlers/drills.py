@@ -18,6 +18,7 @@ from bot.context import CourseContext
 from bot.course import runner_checks
 from bot.course.model import ChoiceDrill, Drill, Lesson, ParsonsDrill
 from bot.drills import Move, Refusal, Verdict
+from bot.handlers import reminders, review
 from bot.handlers.common import button, button_refused, lesson_gone, record, send, show_in_tapped
 from bot.i18n import _
 from bot.learner import FRESH, DrillProgress, EventKind
@@ -51,6 +52,7 @@ async def finish_if_done(context: CourseContext, lesson: Lesson) -> bool:
     if not await db.complete_lesson(user_id, lesson.id):
         return False
     await record(context, EventKind.DONE, lesson.id)
+    await reminders.lesson_finished(context, lesson)  # the reminders' offer, the completion card
     return True
 
 
@@ -158,6 +160,7 @@ async def _record(
         return False
     # Choices and Parsons checks alike come here, the background check too: one event per answer.
     await record(context, EventKind.DRILL, lesson.id, item_id=drill.id, verdict="right" if verdict.right else "wrong")
+    await review.drill_answered(context, lesson, drill.id, verdict.right)
     if verdict.right:
         await finish_if_done(context, lesson)
     return True

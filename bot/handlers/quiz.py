@@ -22,11 +22,13 @@ from bot import render
 from bot.callbacks import ResendPoll, RetakeMissed, StartQuiz, matches
 from bot.context import CourseContext
 from bot.course.model import Lesson
+from bot.handlers import review
 from bot.handlers.common import button, for_learner, lesson_gone, record, send, show, show_in_tapped
 from bot.handlers.drills import finish_if_done
 from bot.i18n import _
 from bot.learner import NOT_STARTED, EventKind, ReaderView, SentPoll
 from bot.navigation import lesson_score, missed, unanswered
+from bot.retention.review import ItemKind
 from bot.shuffle import new_seed, option_order
 from bot.states import LESSON, LessonStep, QuizRound, quiz_round, stage
 
@@ -205,6 +207,8 @@ async def poll_answer(update: Update, context: CourseContext) -> None:
     answer = update.poll_answer
     if answer is None or not answer.option_ids:
         return  # a retracted vote; quizzes cannot be re-voted, so there is nothing to record
+    if await review.answer_poll(update, context):
+        return  # a review card's poll, not a lesson's
     db = context.services.db
     sent = await db.sent_poll(answer.poll_id) or await db.adopt_poll(answer.poll_id, context.learner.user_id)
     if sent is None or sent.user_id != context.learner.user_id:
@@ -233,6 +237,7 @@ async def poll_answer(update: Update, context: CourseContext) -> None:
         return
     verdict = "right" if right else "wrong"
     await record(context, EventKind.ANSWER, lesson.id, item_id=question.id, option_id=shown[chosen], verdict=verdict)
+    await review.meet(context, lesson.id, ItemKind.QUESTION, question.id, right, update.update_id)
     if recorded.remaining is not None:  # None: an answer to an earlier poll, which moves nothing
         await _go_on(context, lesson, recorded.remaining)
 
