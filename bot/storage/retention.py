@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.storage.db import Database
+from bot.storage.engine import Engine
 
 CARD_COLUMNS = (
     "card_id, user_id AS learner, lesson_id AS lesson, kind, item_id AS item, state, step, stability, difficulty,"
@@ -54,7 +54,7 @@ class Claim:
 class RetentionStore:
     """Review cards, reminders, activity and streak days, in the progress database."""
 
-    def __init__(self, db: Database):
+    def __init__(self, db: Engine):
         self._db = db
 
     # Review cards
@@ -66,7 +66,19 @@ class RetentionStore:
                 "INSERT OR IGNORE INTO review_cards (card_id, user_id, lesson_id, kind, item_id, state, step,"
                 " stability, difficulty, due, last_review) VALUES (:card_id, :learner, :lesson, :kind, :item,"
                 " :state, :step, :stability, :difficulty, :due, :last_review)",
-                dict(card),
+                {
+                    "card_id": card["card_id"],
+                    "learner": card["learner"],
+                    "lesson": card["lesson"],
+                    "kind": card["kind"],
+                    "item": card["item"],
+                    "state": card["state"],
+                    "step": card["step"],
+                    "stability": card["stability"],
+                    "difficulty": card["difficulty"],
+                    "due": card["due"],
+                    "last_review": card["last_review"],
+                },
             )
             if cursor.rowcount != 1:
                 return False
@@ -82,7 +94,16 @@ class RetentionStore:
                 "UPDATE review_cards SET state = :state, step = :step, stability = :stability,"
                 " difficulty = :difficulty, due = :due, last_review = :last_review"
                 " WHERE card_id = :card_id AND last_review IS :before",
-                {**card, "before": before_last_review},
+                {
+                    "card_id": card["card_id"],
+                    "state": card["state"],
+                    "step": card["step"],
+                    "stability": card["stability"],
+                    "difficulty": card["difficulty"],
+                    "due": card["due"],
+                    "last_review": card["last_review"],
+                    "before": before_last_review,
+                },
             )
             if cursor.rowcount != 1:
                 return False
@@ -94,7 +115,14 @@ class RetentionStore:
         await conn.execute(
             "INSERT OR IGNORE INTO review_log (card_id, user_id, rating, reviewed_at, duration_ms, update_id)"
             " VALUES (:card_id, :learner, :rating, :reviewed_at, :duration_ms, :update_id)",
-            {**entry, "update_id": update_id},
+            {
+                "card_id": entry["card_id"],
+                "learner": entry["learner"],
+                "rating": entry["rating"],
+                "reviewed_at": entry["reviewed_at"],
+                "duration_ms": entry["duration_ms"],
+                "update_id": update_id,
+            },
         )
 
     async def cards(self, user_id: int) -> list[dict[str, Any]]:
