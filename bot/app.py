@@ -44,7 +44,7 @@ from bot.metrics import MeasuredRequest, Metrics
 from bot.monitoring import Check, MonitoringServer
 from bot.ratelimit import CourseRateLimiter
 from bot.refresh import refresh_readers
-from bot.storage.db import Database, ensure_writable
+from bot.storage.db import Clock, Database, ensure_writable, utc_now
 from bot.sweep import ReminderSweep, telegram_send
 from bot.updates import Inbox, InboxApplication, PerLearnerOrder, Polling
 from runner.client import Runner, RunnerClient, RunnerError
@@ -194,8 +194,13 @@ class CourseBot:
     (see serve) and on `coursebot reload` (its control socket).
     """
 
-    def __init__(self, config: Config):
+    def __init__(self, config: Config, *, clock: Clock = utc_now, sweep_every_minute: bool = True):
         self.config = config
+        # What time it is for the database and the reminder sweep: the wall clock, or a test's.
+        self.clock = clock
+        # False: the sweep runs only when called (bot.sweep), as tests on virtual time do.
+        self.sweep_every_minute = sweep_every_minute
+        self.sweep: ReminderSweep | None = None
         self.library = Library(config.lessons_dir, config.locales_dir)  # invalid lessons raise ContentError here
         self.db: Database | None = None
         self.app: CourseApplication | None = None
@@ -230,7 +235,9 @@ class CourseBot:
             runner = await stack.enter_async_context(connect_runner(self.config))
             server = await control.serve(self.config.control_path, self.reload)
             stack.push_async_callback(_close_control, server, self.config.control_path)
-            self.db = db = await Database.open(self.config.db_path, events_days=self.config.events_days)
+            self.db = db = await Database.open(
+                self.config.db_path, clock=self.clock, events_days=self.config.events_days
+            )
             stack.push_async_callback(db.close)
             # Before any learner is served: places on slides the lessons no longer have move on.
             await self._adopt(self.library.current)
@@ -252,8 +259,9 @@ class CourseBot:
             stack.push_async_callback(self._stop_updates, app)
             self.polling = await serve_updates(app)
             stack.push_async_callback(_cancelled, asyncio.create_task(events.purge_daily(db), name="events purge"))
-            sweep = await stack.enter_async_context(reminder_sweep(self.config, self.library, db))
-            stack.push_async_callback(_cancelled, asyncio.create_task(sweep.run(), name="reminder sweep"))
+            self.sweep = sweep = await stack.enter_async_context(reminder_sweep(self.config, self.library, db))
+            if self.sweep_every_minute:
+                stack.push_async_callback(_cancelled, asyncio.create_task(sweep.run(), name="reminder sweep"))
             if self.config.watch:
                 watcher = Watcher([self.config.lessons_dir, self.config.locales_dir], self.reload)
                 stack.push_async_callback(_cancelled, asyncio.create_task(watcher.run(), name="content watcher"))
