@@ -250,7 +250,7 @@ class ReviewChoice(CallbackData, prefix="rc"):
 
 @dataclass(frozen=True)
 class ReminderChoice(CallbackData, prefix="rm"):
-    """A reminder button: 'on' (accept the offer), 'off' (stop), 'no' (decline the offer), 'snooze',
+    """A reminder button: 'yes' or 'no' (the offer's answer), 'on' or 'off' (/settings, a reminder's Stop), 'snooze',
     'earlier' or 'later' (move the hour by one), 'auto' (back to the learner's habit)."""
 
     action: str

@@ -156,7 +156,7 @@ def reminder_offer() -> Screen:
     return Screen(
         escape(text),
         InlineKeyboardMarkup(
-            [[_button(_("🔔 Yes, remind me"), ReminderChoice("on")), _button(_("No, thanks"), ReminderChoice("no"))]]
+            [[_button(_("🔔 Yes, remind me"), ReminderChoice("yes")), _button(_("No, thanks"), ReminderChoice("no"))]]
         ),
     )
 

@@ -80,13 +80,13 @@ async def reminder_choice(update: Update, context: CourseContext, data: Reminder
     """Act on a reminder button: the offer's answer, Snooze, Stop, or a change in /settings."""
     store, user_id = RetentionStore(context.services.db), context.learner.user_id
     now = context.services.db.clock()
-    before = await store.reminders_status(user_id)
     match data.action:
+        case "yes":  # the offer's answer
+            await turn_on(context, now)
+            await show_in_tapped(update, context, retention_render.reminder_answer(True))
+            return None
         case "on":
             await turn_on(context, now)
-            if before == Status.OFFERED:
-                await show_in_tapped(update, context, retention_render.reminder_answer(True))
-                return None
         case "no":
             await store.set_status(user_id, Status.OFF, None)
             await show_in_tapped(update, context, retention_render.reminder_answer(False))
