@@ -16,12 +16,14 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from telegram import Bot
 from telegram.constants import ParseMode
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TelegramError
+from telegram.warnings import PTBDeprecationWarning
 
 from bot import retention_render
 from bot.i18n import I18n
@@ -87,7 +89,10 @@ def telegram_send(bot: Bot) -> Send:
                 item.chat_id, item.screen.text, parse_mode=ParseMode.HTML, reply_markup=item.screen.buttons
             )
         except RetryAfter as exc:
-            retry = exc.retry_after
+            with warnings.catch_warnings():
+                # PTB warns that retry_after becomes a timedelta one day; both are read below.
+                warnings.simplefilter("ignore", PTBDeprecationWarning)
+                retry = exc.retry_after
             return Wait(retry.total_seconds() if isinstance(retry, dt.timedelta) else float(retry))
         except Forbidden:
             return Blocked()
