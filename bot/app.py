@@ -37,6 +37,7 @@ from bot.handlers import (
     review,
     settings,
 )
+from bot.handlers.router import Router
 from bot.i18n import DEFAULT_LANGUAGE, I18n, _, telegram_code
 from bot.library.live import Edition, Library, Reloaded
 from bot.library.watch import Watcher
@@ -65,23 +66,28 @@ ALLOWED_UPDATES = [
 LONG_POLL_SECONDS = 10
 
 
-def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
-    """Return every handler, in the order they are tried."""
+def routers() -> list[Router]:
+    """Return every feature's router, in the order they are tried."""
     # Order matters: groups get their pointer before any course handler, and the catch-alls in fallback come last.
     return [
-        *fallback.group_handlers(),
-        *course.handlers(),
-        *lessons.handlers(),
-        *quiz.handlers(),
-        *drills.handlers(),
-        *progress.handlers(),
-        *review.handlers(),
-        *reminders.handlers(),
-        *settings.handlers(),
-        *language.handlers(),
-        *practice.handlers(),
-        *fallback.handlers(),
+        fallback.groups,
+        course.router,
+        lessons.router,
+        quiz.router,
+        drills.router,
+        progress.router,
+        review.router,
+        reminders.router,
+        settings.router,
+        language.router,
+        practice.router,
+        fallback.router,
     ]
+
+
+def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
+    """Return every handler, in the order they are tried."""
+    return [handler for router in routers() for handler in router.handlers()]
 
 
 def build_application(config: Config, services: Services) -> CourseApplication:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.learner import DrillProgress, EventKind, ReaderView
+from bot.learner import DrillProgress, EventKind, ReaderView, SentPoll
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,19 @@ class LessonCompleted:
 
 
 @dataclass(frozen=True)
+class AnswerRecorded:
+    """A Quick Check answer: the position tapped and the option there. Recorded once per poll: if it was recorded
+    before, the whole outcome is dropped (a replay). ``remaining``: the round's questions left when it answers the
+    awaited poll (its question popped), None when it answers an earlier poll, which moves nothing."""
+
+    poll: SentPoll
+    option_index: int
+    option_id: str
+    correct: bool
+    remaining: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
 class QuizStarted:
     """A Quick Check round of ``question_ids`` begins, replacing any under way; ``seed`` is its shuffle."""
 
@@ -102,10 +115,38 @@ class LanguageChosen:
     language: str | None
 
 
+@dataclass(frozen=True)
+class CardMet:
+    """A review card made by the first answer to an item in a lesson, that answer its first review (bot.retention.review
+    columns); a card that exists already is kept as it is."""
+
+    card: dict[str, int | float | str | None]
+    entry: dict[str, int | str | None]
+
+
+@dataclass(frozen=True)
+class CardReviewed:
+    """A review card rescheduled by an answer, stored only if it is still as it was reviewed from (its last review is
+    ``before``); with ``required``, a card changed meanwhile drops the whole outcome (a double tap, a replay)."""
+
+    card: dict[str, int | float | str | None]
+    before: int | None
+    entry: dict[str, int | str | None]
+    required: bool = True
+
+
+@dataclass(frozen=True)
+class StreakDay:
+    """The learner finished something on ``day`` (their local day, ISO): it counts in their streak."""
+
+    day: str
+
+
 Change = (
     SlideShown
     | ReaderAt
     | DrillSaved
+    | AnswerRecorded
     | LessonCompleted
     | QuizStarted
     | PracticeStarted
@@ -113,4 +154,7 @@ Change = (
     | HintsShown
     | AttemptGraded
     | LanguageChosen
+    | CardMet
+    | CardReviewed
+    | StreakDay
 )

@@ -286,6 +286,7 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE learners ADD COLUMN reminders_ignored INTEGER NOT NULL DEFAULT 0;  -- in a row, no activity since
     ALTER TABLE learners ADD COLUMN last_reminder INTEGER;
     ALTER TABLE learners ADD COLUMN utc_offset INTEGER;      -- minutes, from the web chat's time zone
+    ALTER TABLE learners ADD COLUMN completion_card_at INTEGER;  -- when the completion card went out (once)
     CREATE INDEX learners_remind_at ON learners (remind_at) WHERE remind_at IS NOT NULL;
     CREATE TABLE reminders_sent (
         user_id     INTEGER NOT NULL,

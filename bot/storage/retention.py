@@ -15,6 +15,37 @@ from typing import Any
 
 from bot.storage.engine import Engine
 
+# A card met for the first time; one met before is kept (its first answer stays its first review).
+MEET_CARD = (
+    "INSERT OR IGNORE INTO review_cards (card_id, user_id, lesson_id, kind, item_id, state, step, stability,"
+    " difficulty, due, last_review) VALUES (:card_id, :learner, :lesson, :kind, :item, :state, :step, :stability,"
+    " :difficulty, :due, :last_review)"
+)
+# A card rescheduled, by compare-and-set on its last review: a second answer to the same showing changes nothing.
+REVIEW_CARD = (
+    "UPDATE review_cards SET state = :state, step = :step, stability = :stability, difficulty = :difficulty,"
+    " due = :due, last_review = :last_review WHERE card_id = :card_id AND last_review IS :before"
+)
+# The review log's entry, appended only when the statement just before it wrote its card (SQLite's changes()).
+LOG_IF_CHANGED = (
+    "INSERT OR IGNORE INTO review_log (card_id, user_id, rating, reviewed_at, duration_ms, update_id)"
+    " SELECT :card_id, :learner, :rating, :reviewed_at, :duration_ms, :update_id WHERE changes() = 1"
+)
+STREAK_DAY = "INSERT OR IGNORE INTO streak_days (user_id, day) VALUES (:user, :day)"
+
+
+def card_params(card: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a card's columns (ReviewCard.columns) as MEET_CARD and REVIEW_CARD bind them."""
+    names = ("card_id", "learner", "lesson", "kind", "item", "state", "step", "stability", "difficulty", "due")
+    return {**{name: card[name] for name in names}, "last_review": card["last_review"]}
+
+
+def log_params(entry: Mapping[str, Any], update_id: int | None) -> dict[str, Any]:
+    """Return a review's entry (ReviewEntry.columns) as LOG_IF_CHANGED binds it."""
+    names = ("card_id", "learner", "rating", "reviewed_at", "duration_ms")
+    return {**{name: entry[name] for name in names}, "update_id": update_id}
+
+
 CARD_COLUMNS = (
     "card_id, user_id AS learner, lesson_id AS lesson, kind, item_id AS item, state, step, stability, difficulty,"
     " due, last_review"
@@ -62,68 +93,18 @@ class RetentionStore:
     async def meet_card(self, card: Mapping[str, Any], entry: Mapping[str, Any], update_id: int | None) -> bool:
         """Store a card the learner just met, with its first review; False if it exists already (met before)."""
         async with self._db._write() as conn:
-            cursor = await conn.execute(
-                "INSERT OR IGNORE INTO review_cards (card_id, user_id, lesson_id, kind, item_id, state, step,"
-                " stability, difficulty, due, last_review) VALUES (:card_id, :learner, :lesson, :kind, :item,"
-                " :state, :step, :stability, :difficulty, :due, :last_review)",
-                {
-                    "card_id": card["card_id"],
-                    "learner": card["learner"],
-                    "lesson": card["lesson"],
-                    "kind": card["kind"],
-                    "item": card["item"],
-                    "state": card["state"],
-                    "step": card["step"],
-                    "stability": card["stability"],
-                    "difficulty": card["difficulty"],
-                    "due": card["due"],
-                    "last_review": card["last_review"],
-                },
-            )
-            if cursor.rowcount != 1:
-                return False
-            await self._log(conn, entry, update_id)
-            return True
+            cursor = await conn.execute(MEET_CARD, card_params(card))
+            await conn.execute(LOG_IF_CHANGED, log_params(entry, update_id))
+            return cursor.rowcount == 1
 
     async def review_card(
         self, card: Mapping[str, Any], before_last_review: int | None, entry: Mapping[str, Any], update_id: int | None
     ) -> bool:
         """Store a reviewed card if it is still as it was reviewed from; False if another answer changed it first."""
         async with self._db._write() as conn:
-            cursor = await conn.execute(
-                "UPDATE review_cards SET state = :state, step = :step, stability = :stability,"
-                " difficulty = :difficulty, due = :due, last_review = :last_review"
-                " WHERE card_id = :card_id AND last_review IS :before",
-                {
-                    "card_id": card["card_id"],
-                    "state": card["state"],
-                    "step": card["step"],
-                    "stability": card["stability"],
-                    "difficulty": card["difficulty"],
-                    "due": card["due"],
-                    "last_review": card["last_review"],
-                    "before": before_last_review,
-                },
-            )
-            if cursor.rowcount != 1:
-                return False
-            await self._log(conn, entry, update_id)
-            return True
-
-    @staticmethod
-    async def _log(conn: Any, entry: Mapping[str, Any], update_id: int | None) -> None:
-        await conn.execute(
-            "INSERT OR IGNORE INTO review_log (card_id, user_id, rating, reviewed_at, duration_ms, update_id)"
-            " VALUES (:card_id, :learner, :rating, :reviewed_at, :duration_ms, :update_id)",
-            {
-                "card_id": entry["card_id"],
-                "learner": entry["learner"],
-                "rating": entry["rating"],
-                "reviewed_at": entry["reviewed_at"],
-                "duration_ms": entry["duration_ms"],
-                "update_id": update_id,
-            },
-        )
+            cursor = await conn.execute(REVIEW_CARD, {**card_params(card), "before": before_last_review})
+            await conn.execute(LOG_IF_CHANGED, log_params(entry, update_id))
+            return cursor.rowcount == 1
 
     async def cards(self, user_id: int) -> list[dict[str, Any]]:
         """Return every card of the learner, as rows by column name (ReviewCard.from_columns reads them)."""
@@ -193,7 +174,7 @@ class RetentionStore:
 
     async def note_finished(self, user_id: int, day: str) -> None:
         """Count ``day`` (the learner's local day, ISO) in their streak."""
-        await self._db._write_one("INSERT OR IGNORE INTO streak_days (user_id, day) VALUES (?, ?)", (user_id, day))
+        await self._db._write_one(STREAK_DAY, {"user": user_id, "day": day})
 
     async def streak_days(self, user_id: int, since: str) -> list[str]:
         """Return the learner's streak days from ``since`` on (ISO dates)."""
@@ -333,6 +314,16 @@ class RetentionStore:
         await self._db._write_one(
             "UPDATE learners SET reminders = 'blocked', remind_at = NULL WHERE user_id = ? AND reminders != 'off'",
             (user_id,),
+        )
+
+    async def claim_completion_card(self, user_id: int, now: int) -> bool:
+        """Note that the learner's completion card goes out now; False if it went out before (once per learner)."""
+        return (
+            await self._db._write_one(
+                "UPDATE learners SET completion_card_at = ? WHERE user_id = ? AND completion_card_at IS NULL",
+                (now, user_id),
+            )
+            == 1
         )
 
     async def reminders_status(self, user_id: int) -> str:
