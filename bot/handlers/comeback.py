@@ -14,6 +14,7 @@ import dataclasses
 import datetime as dt
 import logging
 from collections.abc import Sequence
+from contextvars import ContextVar
 
 from telegram import Message, Update
 from telegram.constants import ParseMode, PollType
@@ -127,8 +128,29 @@ async def changes_for(context: CourseContext, changes: Sequence[Change], events:
     return more
 
 
-async def after_store(context: CourseContext, changes: Sequence[Change]) -> None:
-    """After an update's changes are stored: the offer and the card after a lesson, the review's next card."""
+# What the update stored that something follows (the offer, the card, the review's next card), done once the
+# update's own screens are out: a list per update, shared with the tasks the update starts.
+_stored: ContextVar[list[Change] | None] = ContextVar("comeback_stored", default=None)
+
+
+def begin_update() -> None:
+    """Start noting what this update stores (common.for_learner calls it before the handler)."""
+    _stored.set([])
+
+
+def stored(changes: Sequence[Change]) -> None:
+    """Note changes just stored: ``follow_up`` acts on them once the update's screens are shown."""
+    noted = _stored.get()
+    if noted is not None:
+        noted.extend(change for change in changes if isinstance(change, LessonCompleted | CardReviewed))
+
+
+async def follow_up(context: CourseContext) -> None:
+    """After the update's screens: the offer and the card after a lesson, the review's next card after a due drill."""
+    noted = _stored.get()
+    if not noted:
+        return
+    changes, noted[:] = list(noted), []
     if any(isinstance(change, LessonCompleted) for change in changes):
         await lesson_finished(context)
     if any(isinstance(change, CardReviewed) for change in changes):

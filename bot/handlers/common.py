@@ -48,7 +48,9 @@ def for_learner(handler: Handler) -> Handler:
         db = context.services.db
         learner = await db.noted(found, user.id, chat.id if chat else user.id, user.language_code)
         context.snapshot = Snapshot(db, learner, place)
+        comeback.begin_update()
         await handler(update, context)
+        await comeback.follow_up(context)  # the reminders' offer, the completion card, the review's next card
         await comeback.note_activity(context)  # the learner's habit: when they study (the reminder's hour)
 
     return wrapper
@@ -240,5 +242,5 @@ async def store(context: CourseContext, changes: Sequence[Change], events: Seque
         update_id=logs.UPDATE_ID.get(),
     )
     if stored:
-        await comeback.after_store(context, changes)
+        comeback.stored(changes)  # what follows them comes after the update's screens (common.for_learner)
     return stored
