@@ -38,9 +38,9 @@ def is_reminder_offer(message: dict) -> bool:
 
 
 def _not_the_offer(predicate):
-    """Wrap ``predicate`` so that the reminders' offer, which follows a first finished lesson, is never taken for the
-    reply awaited (tests about the offer wait for it by name)."""
-    return lambda m: not is_reminder_offer(m) and (predicate is None or predicate(m))
+    """Wrap ``predicate`` so that what follows a finished lesson (the reminders' offer after the first, the
+    completion card after the last) is never taken for the reply awaited (tests about them wait for them by name)."""
+    return lambda m: not is_reminder_offer(m) and "photo" not in m and (predicate is None or predicate(m))
 
 
 async def tap_and_wait_edit(learner, message: dict, label: str) -> dict:
