@@ -196,3 +196,13 @@ def test_the_disk_benchmark_measures_a_neighbour_quiet_and_beside_a_flooding_job
     for key in ("fsync_p90_ratio", "read_p90_ratio", "unlimited_fsync_p90_ratio", "flood_mib_per_s"):
         assert math.isfinite(result[key]) and result[key] > 0, (key, result)
     assert isinstance(result["targets_met"], bool)  # reported, not asserted: timing belongs to the bench
+
+
+def test_the_reminders_benchmark_reports_the_sweep_the_growth_and_the_sender():
+    result = bench("reminders", "--learners", "300", "--month-sample", "20")
+    assert result["learners"] == 300 and result["burst"] == 300
+    for key in ("find_due_ms", "scan_due_ms", "due_cards_ms", "sweep_minute_ms", "sweep_burst_ms"):
+        assert result[key] >= 0, key
+    assert positive(result["bytes_per_learner_month"])
+    # Below Telegram's bot-wide limit, never over it.
+    assert 0 < result["sender_per_s"] <= result["limit_per_s"] and result["sender_ratio"] <= 1
