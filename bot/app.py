@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import functools
 import logging
@@ -200,8 +201,17 @@ class CourseBot:
     (see serve) and on `coursebot reload` (its control socket).
     """
 
-    def __init__(self, config: Config, *, clock: Clock = utc_now, sweep_every_minute: bool = True):
+    def __init__(
+        self,
+        config: Config,
+        *,
+        clock: Clock = utc_now,
+        sweep_every_minute: bool = True,
+        time_zone: Callable[[int], str | None] | None = None,
+    ):
         self.config = config
+        # The time zone a learner's app reported, where one can (the web chat's Bot API server): for reminders.
+        self.time_zone = time_zone
         # What time it is for the database and the reminder sweep: the wall clock, or a test's.
         self.clock = clock
         # False: the sweep runs only when called (bot.sweep), as tests on virtual time do.
@@ -248,6 +258,8 @@ class CourseBot:
             # Before any learner is served: places on slides the lessons no longer have move on.
             await self._adopt(self.library.current)
             services = Services(self.config, self.library, db, runner)
+            if self.time_zone is not None:
+                services = dataclasses.replace(services, time_zone=self.time_zone)
             self.app = app = build_application(self.config, services)
             await app.initialize()
             stack.push_async_callback(app.shutdown)

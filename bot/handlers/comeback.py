@@ -15,6 +15,7 @@ import datetime as dt
 import logging
 from collections.abc import Sequence
 from contextvars import ContextVar
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from telegram import Message, Update
 from telegram.constants import ParseMode, PollType
@@ -70,8 +71,25 @@ async def note_activity(context: CourseContext) -> None:
     if not await store.note_activity(user_id, int(now.timestamp()), int(plan.ACTIVITY_STEP.total_seconds())):
         return
     row = await store.reminder_row(user_id, int(now.timestamp()))
+    if row is not None and row.utc_offset_minutes is None:
+        offset = _utc_offset(context.services.time_zone(user_id), now)
+        if offset is not None:
+            await store.set_utc_offset(user_id, offset)
+            row = await store.reminder_row(user_id, int(now.timestamp()))
     if row is not None and row.status == Status.ON:
         await store.plan(user_id, _epoch(plan.next_at(reminder_state(row), now)))
+
+
+def _utc_offset(zone: str | None, now: dt.datetime) -> int | None:
+    """Return the offset of time zone ``zone`` from UTC at ``now``, in minutes; None for none or an unknown one."""
+    if not zone:
+        return None
+    try:
+        offset = ZoneInfo(zone).utcoffset(now)
+    except (ZoneInfoNotFoundError, ValueError):
+        log.info("unknown time zone %r reported", zone)
+        return None
+    return None if offset is None else int(offset.total_seconds() // 60)
 
 
 async def local_day(context: CourseContext, now: dt.datetime) -> dt.date:
