@@ -39,7 +39,8 @@ from bot.storage.retention import Claim, ReminderRow, RetentionStore
 log = logging.getLogger(__name__)
 
 INTERVAL = dt.timedelta(minutes=1)
-BATCH = 2000  # learners read and claimed per transaction
+BATCH = 500  # learners read and claimed per transaction
+YIELD_EVERY = 25  # learners planned between two turns of the event loop: updates are served meanwhile
 STALE_CLAIM = dt.timedelta(minutes=15)  # a claim this old with no outcome was cut short by a stop: send it
 
 
@@ -174,7 +175,9 @@ class ReminderSweep:
         rows = {row.user_id: row for row in await self.store.reminder_rows(user_ids, epoch(now))}
         claims: list[tuple[Claim, int | None, str]] = []
         screens: dict[int, tuple[ReminderRow, Action]] = {}
-        for user_id in user_ids:
+        for n, user_id in enumerate(user_ids, 1):
+            if n % YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # planning is CPU: let the updates waiting meanwhile be handled
             row = rows.get(user_id)
             if row is None:
                 continue
@@ -189,7 +192,9 @@ class ReminderSweep:
         claimed = await self.store.claim(claims, epoch(now))
         report.claimed += len(claimed)
         outgoing = []
-        for claim in claimed:
+        for n, claim in enumerate(claimed, 1):
+            if n % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
             row, action = screens[claim.user_id]
             outgoing.append(Outgoing(claim, row.chat_id, self._screen(row, action), action is Action.PAUSE))
         return outgoing

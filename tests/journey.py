@@ -34,7 +34,7 @@ def correct_option(poll_message: dict) -> int:
 
 def is_reminder_offer(message: dict) -> bool:
     """Whether ``message`` is the one offer of daily reminders, sent once after the first finished lesson."""
-    return any(b.get("callback_data", "").startswith("rm:") for b in buttons(message))
+    return any(b.get("callback_data", "") == "rm:yes" for b in buttons(message))
 
 
 def _not_the_offer(predicate):

@@ -290,3 +290,66 @@ async def test_ten_thousand_due_reminders_go_out_under_the_limit_and_every_429_i
     delivered = sum(1 for call in standin.calls_to("sendMessage") if call.ok)
     assert delivered == count
     assert rows(config.db_path, "SELECT count(*) FROM reminders_sent WHERE outcome = 'sent'") == [(count,)]
+
+
+async def test_after_five_ignored_reminders_they_pause_with_a_neutral_note_and_settings_turns_them_on(
+    standin, config, clock
+):
+    learner = standin.learner(508)
+    async with bot_on(config, clock) as bot:
+        offer = await finish_first_lesson(learner)
+        await tap_and_wait_edit(learner, offer, "Yes, remind me")
+        assert bot.sweep is not None
+        sent = 0
+        for _ in range(12):  # days pass, the learner never answers
+            [(remind_at,)] = rows(config.db_path, "SELECT remind_at FROM learners WHERE user_id = 508")
+            if remind_at is None:
+                break
+            clock.now = dt.datetime.fromtimestamp(remind_at, dt.UTC)
+            sent += (await bot.sweep.once()).sent
+        assert sent == 5
+        assert rows(config.db_path, "SELECT reminders, remind_at FROM learners WHERE user_id = 508") == [
+            ("paused", None)
+        ]
+        note = learner.messages[-1]
+        assert "paused" in note["text"] and "/settings" in note["text"]
+        for word in ("streak", "lose", "miss"):
+            assert word not in note["text"].lower()
+        settings = await send_and_wait(learner, "/settings")
+        settings = await tap_and_wait_edit(learner, settings, "🔔 Turn reminders on")
+        assert "Daily reminders are on" in settings["text"]
+        assert rows(config.db_path, "SELECT reminders, reminders_ignored FROM learners WHERE user_id = 508") == [
+            ("on", 0)
+        ]
+
+
+async def test_snooze_brings_the_reminder_back_later_the_same_day(standin, config, clock):
+    learner = standin.learner(509)
+    async with bot_on(config, clock) as bot:
+        offer = await finish_first_lesson(learner)
+        await tap_and_wait_edit(learner, offer, "Yes, remind me")
+        [(remind_at,)] = rows(config.db_path, "SELECT remind_at FROM learners WHERE user_id = 509")
+        clock.now = dt.datetime.fromtimestamp(remind_at, dt.UTC)
+        assert bot.sweep is not None
+        assert (await bot.sweep.once()).sent == 1
+        [reminder] = reminders_sent(learner)
+        query = await learner.tap(reminder, "⏰ Later")
+        toast = (await learner.wait_callback_answer(query))["text"]
+        assert toast.startswith("I will remind you again in")
+        [(snoozed_at, snoozed)] = rows(
+            config.db_path, "SELECT remind_at, remind_snoozed FROM learners WHERE user_id = 509"
+        )
+        assert snoozed == 1 and snoozed_at == remind_at + 2 * 3600
+        clock.now = dt.datetime.fromtimestamp(snoozed_at, dt.UTC)
+        assert (await bot.sweep.once()).sent == 1
+        assert len(reminders_sent(learner)) == 2
+
+
+async def test_the_web_chats_time_zone_sets_the_learners_utc_offset(standin, config, clock):
+    learner = standin.learner(510)
+    async with CourseBot(config, clock=clock, sweep_every_minute=False, time_zone=lambda user_id: "Asia/Tokyo"):
+        await send_and_wait(learner, "/start")
+        await wait_until(
+            lambda: rows(config.db_path, "SELECT utc_offset FROM learners WHERE user_id = 510") == [(540,)],
+            "the browser's time zone reached the learner's row",
+        )

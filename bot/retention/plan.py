@@ -64,13 +64,19 @@ class ReminderState:
         )
 
 
-def next_at(state: ReminderState, now: dt.datetime, *, last_reminder: dt.datetime | None = None) -> dt.datetime | None:
+def next_at(
+    state: ReminderState,
+    now: dt.datetime,
+    *,
+    last_reminder: dt.datetime | None = None,
+    habit: reminders.Habit | None = None,
+) -> dt.datetime | None:
     """Return when the learner's next reminder is due (UTC), or None: reminders off, or nothing will wait."""
     if state.status is not Status.ON:
         return None
     last = last_reminder or state.last_reminder
     planned = reminders.next_reminder(
-        state.user_id, state.habit(now), waits_from=state.waits_from(now), last_reminder=last, now=now
+        state.user_id, habit or state.habit(now), waits_from=state.waits_from(now), last_reminder=last, now=now
     )
     if planned is None:
         return None
@@ -130,10 +136,11 @@ def decide(state: ReminderState, now: dt.datetime) -> Decision:
     waits = state.waits_from(now)
     if waits is None or waits > now:
         return Decision(Action.NOTHING, None, next_at(state, now), state.status)
-    key = reminders.reminder_key(state.user_id, now, state.habit(now), state.snoozed)
+    habit = state.habit(now)
+    key = reminders.reminder_key(state.user_id, now, habit, state.snoozed)
     if state.ignored >= reminders.IGNORED_LIMIT:
         return Decision(Action.PAUSE, key, None, Status.PAUSED)
-    return Decision(Action.SEND, key, next_at(state, now, last_reminder=now), state.status)
+    return Decision(Action.SEND, key, next_at(state, now, last_reminder=now, habit=habit), state.status)
 
 
 def shifted(shift: dt.timedelta, step: int) -> dt.timedelta:
