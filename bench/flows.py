@@ -204,8 +204,7 @@ def _cpu_in(tree: Path, quick: bool) -> float | None:
     """Return bench/bot.py's CPU per slide tap for the bot of ``tree``, run with that tree's own bench/bot.py."""
     done = subprocess.run(
         [sys.executable, "bench/bot.py", "--only", "coursebot", *(["--quick"] if quick else [])],
-        cwd=tree,
-        env={**os.environ, "PYTHONPATH": str(tree)},
+        cwd=tree,  # bench/bot.py puts its own tree first on sys.path, and starts `python -m bot` there
         capture_output=True,
         text=True,
         timeout=1800,
