@@ -23,6 +23,7 @@ from tests.journey import (
     buttons,
     read_slides,
     send_and_wait,
+    solve_drill,
     solve_drills,
     tap_and_wait_edit,
     tap_and_wait_message,
@@ -353,3 +354,49 @@ async def test_the_web_chats_time_zone_sets_the_learners_utc_offset(standin, con
             lambda: rows(config.db_path, "SELECT utc_offset FROM learners WHERE user_id = 510") == [(540,)],
             "the browser's time zone reached the learner's row",
         )
+
+
+async def test_a_review_goes_through_every_kind_of_card_and_ends_saying_when_the_next_is_due(standin, config, clock):
+    learner = standin.learner(511)
+    async with bot_on(config, clock):
+        await finish_first_lesson(learner)
+        clock.advance(days=60)
+        since = learner.cursor()
+        await learner.send("/review")
+        kinds = []
+        for _ in range(len(FIRST.quiz) + len(FIRST.drills)):
+            card = await learner.wait_message(
+                lambda m: "poll" in m or "Review ·" in m.get("text", "") or "Review done" in m.get("text", ""),
+                since=since,
+            )
+            since = learner.cursor()
+            if "poll" in card:
+                kinds.append("question")
+                await learner.answer_poll(card, card["poll"]["correct_option_ids"][0])
+                continue
+            choices = [b for b in buttons(card) if b["callback_data"].startswith("rc:")]
+            if choices:
+                shown = {b["text"] for b in choices}
+                drill = next(d for d in FIRST.drills if d.kind != "parsons" and set(d.choices) == shown)
+                kinds.append(drill.kind)
+                right = next(b for b in choices if b["text"] == drill.choices[drill.correct])
+                answered = await tap_and_wait_edit(learner, card, right["text"])
+                assert "✅ Right." in answered["text"] and "rc:" not in str(answered.get("reply_markup"))
+                continue
+            # A Parsons card opens its drill: the first graded answer there is the review.
+            kinds.append("parsons")
+            drill = next(d for d in FIRST.drills if d.kind == "parsons")
+            screen = await tap_and_wait_edit(learner, card, "▶ Open the drill")
+            if any(b["callback_data"].startswith(f"dm:{FIRST.id}:{drill.id}:a") for b in buttons(screen)):
+                screen = await tap_and_wait_edit(
+                    learner, screen, next(b["text"] for b in buttons(screen) if ":a" in b["callback_data"])
+                )
+            await solve_drill(learner, screen, FIRST, drill)
+        assert sorted(kinds) == sorted(["question"] * len(FIRST.quiz) + [d.kind for d in FIRST.drills])
+        done = await learner.wait_message(lambda m: "Review done" in m.get("text", ""), since=since - 1)
+        assert "The next card is due" in done["text"]
+        now = int(clock.now.timestamp())
+        assert rows(config.db_path, "SELECT count(*) FROM review_cards WHERE user_id = 511 AND due <= ?", now) == [(0,)]
+        # Every card: its first answer in the lesson, then this review (Good, right the first time).
+        log = rows(config.db_path, "SELECT rating, count(*) FROM review_log WHERE user_id = 511 GROUP BY rating")
+        assert dict(log)[3] >= len(kinds)
