@@ -206,3 +206,23 @@ def test_the_reminders_benchmark_reports_the_sweep_the_growth_and_the_sender():
     assert positive(result["bytes_per_learner_month"])
     # Below Telegram's bot-wide limit, never over it.
     assert 0 < result["sender_per_s"] <= result["limit_per_s"] and result["sender_ratio"] <= 1
+
+
+def test_flows_benchmark_counts_reads_and_writes_per_update_before_and_after():
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "flows.py"), "--quick", "--no-cpu"],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    for tree in ("before", "after"):
+        for kind in ("slide", "drill"):
+            figures = result[tree][kind]
+            assert figures["reads"] >= 1 and figures["writes"] >= 1, (tree, kind, figures)
+            assert figures["inbox_writes"] >= 1, (tree, kind, figures)  # the inbox is counted apart, not dropped
+    assert set(result["ratios"]) >= {"slide", "drill"}
+    assert set(result["met"]) == {"slide", "drill"}
