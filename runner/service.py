@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import functools
 import hmac
+import ipaddress
 import json
 import logging
 import os
@@ -334,7 +335,7 @@ class Service:
                     f"listening on {where} needs RUNNER_TOKEN, the secret every TCP connection must present "
                     "(any local user can reach a TCP port); or serve on a Unix socket (--socket PATH)"
                 )
-            if where.host not in LOOPBACK:
+            if where.host not in LOOPBACK and not _loopback(where.host):
                 log.warning(
                     "listening on %s beyond this machine: the token travels unencrypted, keep it on a private network",
                     where,
@@ -397,6 +398,13 @@ class Service:
                 await s.wait_closed()
         self._servers.clear()
         self._health.clear()
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _token_bytes(token: object) -> bytes | None:

@@ -169,18 +169,18 @@ class Haproxy:
         self.process = subprocess.Popen([self.binary, "-db", "-f", self.config], env=self.env, stdout=log, stderr=log)
         log.close()
         deadline = time.monotonic() + 30
-        while not os.path.exists(self.stats_socket) or not self._listening():
+        # Listeners are bound before the stats socket answers.  (Not probed by connecting: HAProxy would pass that
+        # connection on to a runner, which would log it as one that closed before its hello.)
+        while not self._answering():
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"haproxy did not start: {Path(self.folder, 'haproxy.log').read_text()[-2000:]}")
             time.sleep(0.05)
 
-    def _listening(self) -> bool:
-        host, port = self.address[len("tcp://") :].rsplit(":", 1)
+    def _answering(self) -> bool:
         try:
-            socket.create_connection((host, int(port)), timeout=1).close()
+            return "runners_in" in self.command("show stat")
         except OSError:
             return False
-        return True
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -207,8 +207,23 @@ class Haproxy:
         rows = csv.DictReader(io.StringIO(text))
         return {r["svname"]: r for r in rows if r["pxname"] == "runners" and r["svname"] not in ("BACKEND", "FRONTEND")}
 
+    def backend(self) -> dict[str, str]:
+        """The runner pool's own row of `show stat`: its queue (qcur, qmax) is shared by all hosts."""
+        text = self.command("show stat").lstrip("# ")
+        return next(
+            r for r in csv.DictReader(io.StringIO(text)) if (r["pxname"], r["svname"]) == ("runners", "BACKEND")
+        )
+
     def status(self, name: str) -> str:
         return self.servers()[name]["status"]
+
+    async def wait_checked(self, name: str, within_s: float = 30.0) -> None:
+        """Poll the stats until ``name``'s last health check passed (L7OK: the runner answered GET /healthz)."""
+        for _ in range(int(within_s * 10)):
+            if self.servers()[name]["check_status"] == "L7OK":
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"{name}'s health check: {self.servers()[name]['check_status']}")
 
     async def wait_status(self, name: str, want: str, within_s: float = 30.0) -> float:
         """Poll the stats until ``name`` is ``want`` (UP/DOWN); the seconds it took, or AssertionError."""

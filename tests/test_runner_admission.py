@@ -77,7 +77,7 @@ def quick(monkeypatch):
 
 async def test_a_full_pool_is_tried_a_bounded_number_of_times_then_busy():
     async with FakeDoor(["queued"]) as door:
-        with pytest.raises(RunnerBusy, match="no runner .* took the job in 3 tries"):
+        with pytest.raises(RunnerBusy, match=r"no runner .* took the job in 3 tries"):
             await door.client().run("print(1)")
     assert door.connections == ["queued"] * client_module.ADMIT_TRIES
 
@@ -92,7 +92,7 @@ async def test_no_runner_up_is_a_runner_away_tried_within_the_wait_then_closed()
     async with FakeDoor(["refused", "refused", "serve"]) as door:  # a host back within the wait: the job runs
         assert (await door.client().run("print(1)")).stdout == "RAN"
     async with FakeDoor(["refused"]) as door:
-        with pytest.raises(RunnerClosed, match="no runner .* took the job") as caught:
+        with pytest.raises(RunnerClosed, match=r"no runner .* took the job") as caught:
             await door.client().run("print(1)")
         assert not isinstance(caught.value, (JobLost, RunnerBusy))
     assert len(door.connections) > 2  # tried again with back-off, for RECONNECT_WAIT_S (1 s here) only

@@ -1,0 +1,142 @@
+"""A pool of runner hosts behind HAProxy, for real: two `python -m runner serve` hosts (127.0.0.2 and 127.0.0.3,
+two slots each) and a haproxy process running deploy/haproxy/runners.cfg.  The bot's client talks to HAProxy
+only, one connection per job, with the token; each host is asked what it did over its own Unix socket."""
+
+import asyncio
+
+import pytest
+
+from runner.client import JobLost, RunnerBusy, RunnerClient
+from tests.runnerpool import TOKEN, Haproxy, RunnerHost, haproxy_binary, make_hosts
+
+pytestmark = pytest.mark.skipif(
+    haproxy_binary() is None, reason="haproxy is not installed (apt-get install haproxy; .ci/run installs it)"
+)
+
+SLOTS = 2
+SHORT = "print('hi')"
+
+
+def sleeper(seconds: float) -> str:
+    return f"import time\ntime.sleep({seconds})\nprint('slept')"
+
+
+@pytest.fixture(scope="module")
+def pool():
+    folder, hosts = make_hosts(2, SLOTS)
+    haproxy = None
+    try:
+        for host in hosts:
+            host.start()
+        haproxy = Haproxy(folder, hosts)
+        haproxy.start()
+        yield haproxy, hosts
+    finally:
+        if haproxy is not None:
+            haproxy.stop()
+        for host in hosts:
+            host.stop()
+
+
+async def done_per_host(hosts: list[RunnerHost]) -> list[int]:
+    return [await h.jobs_done() for h in hosts]
+
+
+async def settle(haproxy: Haproxy, hosts: list[RunnerHost]) -> None:
+    """Both hosts UP in HAProxy's eyes, by a passed health check, and idle (a previous test's jobs all ended)."""
+    for h in hosts:
+        await haproxy.wait_status(h.name, "UP")
+        await haproxy.wait_checked(h.name)
+    for _ in range(300):
+        if [await h.running() for h in hosts] == [0] * len(hosts):
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("the hosts never went idle")
+
+
+async def until_running(hosts: list[RunnerHost], counts: list[int]) -> None:
+    for _ in range(600):
+        if [await h.running() for h in hosts] == counts:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the hosts never ran {counts} jobs: {[await h.running() for h in hosts]}")
+
+
+async def test_the_shipped_config_puts_each_host_in_rotation_with_its_slots_as_its_cap(pool):
+    haproxy, hosts = pool
+    await settle(haproxy, hosts)
+    servers = haproxy.servers()
+    assert sorted(servers) == ["runner1", "runner2"]
+    for h in hosts:
+        assert servers[h.name]["slim"] == str(SLOTS)  # maxconn = the host's slots
+        assert servers[h.name]["check_status"] == "L7OK"  # the health endpoint, over HTTP, without the token
+    assert "refused a connection" not in "".join(h.log_tail() for h in hosts)  # checks are never bad hellos
+
+
+async def test_leastconn_spreads_concurrent_jobs_one_per_free_slot_and_sequential_ones_over_both(pool):
+    haproxy, hosts = pool
+    await settle(haproxy, hosts)
+    before = await done_per_host(hosts)
+    async with RunnerClient.connect(haproxy.address, token=TOKEN) as runner:
+        results = await asyncio.gather(*(runner.run(sleeper(1)) for _ in range(2 * SLOTS)))
+        assert [r.stdout for r in results] == ["slept\n"] * (2 * SLOTS)
+        middle = await done_per_host(hosts)
+        assert [m - b for m, b in zip(middle, before, strict=True)] == [SLOTS, SLOTS]
+        for _ in range(10):
+            assert (await runner.run(SHORT)).stdout == "hi\n"
+    after = await done_per_host(hosts)
+    spread = [a - m for a, m in zip(after, middle, strict=True)]
+    assert sum(spread) == 10 and min(spread) >= 3, spread  # round robin among equally idle hosts
+
+
+async def test_more_jobs_than_slots_queue_at_haproxy_briefly_then_are_busy_never_hang(pool):
+    haproxy, hosts = pool
+    await settle(haproxy, hosts)
+    async with RunnerClient.connect(haproxy.address, token=TOKEN) as runner:
+        holding = [asyncio.ensure_future(runner.run(sleeper(12), limits={"wall_time_s": 30})) for _ in range(2 * SLOTS)]
+        await until_running(hosts, [SLOTS, SLOTS])
+        extra = await asyncio.gather(*(runner.run(SHORT) for _ in range(3)), return_exceptions=True)
+        assert all(isinstance(e, RunnerBusy) for e in extra), extra
+        assert "3 tries" in str(extra[0])
+        assert not any(h.done() for h in holding)  # told "busy" while the pool was still full, not after
+        assert int(haproxy.backend()["qmax"]) >= 3  # they waited in HAProxy's queue, shared by all hosts
+        assert [await h.running() for h in hosts] == [SLOTS, SLOTS]  # no host ever ran more than its slots
+        assert [r.stdout for r in await asyncio.gather(*holding)] == ["slept\n"] * (2 * SLOTS)
+        assert (await runner.run(SHORT)).stdout == "hi\n"  # and the pool takes jobs again
+
+
+async def test_a_host_killed_mid_job_costs_that_job_a_job_lost_and_the_next_jobs_go_to_the_other(pool):
+    haproxy, hosts = pool
+    await settle(haproxy, hosts)
+    async with RunnerClient.connect(haproxy.address, token=TOKEN) as runner:
+        jobs = [asyncio.ensure_future(runner.run(sleeper(4), limits={"wall_time_s": 30})) for _ in range(2)]
+        await until_running(hosts, [1, 1])  # leastconn: one on each host
+        victim, survivor = hosts
+        victim.kill()  # kill -9 of the host's runner and its sandbox
+        lost, kept = await asyncio.gather(*jobs, return_exceptions=True)
+        if isinstance(kept, JobLost):  # the order of results is the order of jobs, not of hosts
+            lost, kept = kept, lost
+        assert isinstance(lost, JobLost), lost
+        assert kept.stdout == "slept\n"  # the other host's job is untouched
+        before = await survivor.jobs_done()
+        for _ in range(6):  # sent at once: HAProxy may not know yet, and tries the other host for them
+            assert (await runner.run(SHORT)).stdout == "hi\n"
+        assert await survivor.jobs_done() - before == 6
+        await haproxy.wait_status(victim.name, "DOWN", within_s=20)  # the health check took it out
+
+        victim.start()  # the host comes back: in rotation again once two checks pass
+        await haproxy.wait_status(victim.name, "UP", within_s=60)
+        before_both = await done_per_host(hosts)
+        results = await asyncio.gather(*(runner.run(sleeper(1)) for _ in range(2 * SLOTS)))
+        assert [r.stdout for r in results] == ["slept\n"] * (2 * SLOTS)
+        after = await done_per_host(hosts)
+        assert [a - b for a, b in zip(after, before_both, strict=True)] == [SLOTS, SLOTS]
+
+
+async def test_without_the_token_haproxy_passes_the_runners_refusal_through(pool):
+    from runner.client import Unauthorized
+
+    haproxy, hosts = pool
+    await settle(haproxy, hosts)
+    with pytest.raises(Unauthorized):
+        await RunnerClient.connect(haproxy.address, token="not-the-token-of-this-pool-000000")
