@@ -152,6 +152,7 @@ class Haproxy:
         assert binary is not None
         self.binary = binary
         self.folder = folder
+        os.makedirs(folder, exist_ok=True)
         self.stats_socket = os.path.join(folder, "haproxy.sock")
         self.port = free_port(bind_host)
         self.address = f"tcp://{bind_host}:{self.port}"
