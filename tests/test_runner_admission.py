@@ -105,11 +105,14 @@ async def test_a_runner_that_took_the_job_and_died_costs_it_a_job_lost_never_a_s
     assert door.connections == ["lost"]
 
 
-async def test_a_ping_never_waits_for_a_full_pool():
+async def test_a_ping_tries_once_and_a_full_pool_is_up_but_no_runner_is_down():
     async with FakeDoor(["queued"]) as door:
-        with pytest.raises(RunnerBusy):
-            await door.client().ping()
+        assert await door.client().ping() is True  # runners up, all busy: the bot's /healthz stays healthy
     assert door.connections == ["queued"]
+    async with FakeDoor(["refused"]) as door:
+        with pytest.raises(RunnerClosed):
+            await door.client().ping()
+    assert door.connections == ["refused"]
 
 
 class Backend:
@@ -153,3 +156,16 @@ async def test_the_health_endpoint_is_tcp_only():
     svc = Service(Backend(), token=TOKEN)  # type: ignore[arg-type]
     with pytest.raises(RunnerConfigError, match="--health must be tcp://HOST:PORT"):
         await svc.listen_health("unix:///tmp/x.sock")
+
+
+def test_serve_refuses_a_health_address_that_is_not_tcp_before_importing_torch(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "runner", "serve", "--socket", str(tmp_path / "r.sock"), "--health", "unix:///x.sock"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and done.stdout.startswith("ERROR RunnerConfigError: --health must be tcp://")
