@@ -3,6 +3,8 @@ two slots each) and a haproxy process running deploy/haproxy/runners.cfg.  The b
 only, one connection per job, with the token; each host is asked what it did over its own Unix socket."""
 
 import asyncio
+import os
+import signal
 
 import pytest
 
@@ -131,6 +133,31 @@ async def test_a_host_killed_mid_job_costs_that_job_a_job_lost_and_the_next_jobs
         assert [r.stdout for r in results] == ["slept\n"] * (2 * SLOTS)
         after = await done_per_host(hosts)
         assert [a - b for a, b in zip(after, before_both, strict=True)] == [SLOTS, SLOTS]
+
+
+async def test_a_host_that_stops_answering_mid_job_is_taken_out_and_its_job_lost_not_held(pool):
+    haproxy, hosts = pool
+    await settle(haproxy, hosts)
+    async with RunnerClient.connect(haproxy.address, token=TOKEN) as runner:
+        jobs = [asyncio.ensure_future(runner.run(sleeper(3), limits={"wall_time_s": 60})) for _ in range(2)]
+        await until_running(hosts, [1, 1])
+        survivor, frozen = hosts
+        assert frozen.process is not None
+        os.kill(frozen.process.pid, signal.SIGSTOP)  # as a host cut off the network: nothing closes, nothing answers
+        try:
+            await haproxy.wait_status(frozen.name, "DOWN", within_s=30)
+            results = await asyncio.wait_for(asyncio.gather(*jobs, return_exceptions=True), 30)
+            lost = [r for r in results if isinstance(r, JobLost)]
+            kept = [r for r in results if not isinstance(r, BaseException)]
+            assert len(lost) == 1 and [r.stdout for r in kept] == ["slept\n"], results  # not held for minutes
+            before = await survivor.jobs_done()
+            for _ in range(4):
+                assert (await runner.run(SHORT)).stdout == "hi\n"
+            assert await survivor.jobs_done() - before == 4
+        finally:
+            os.kill(frozen.process.pid, signal.SIGCONT)
+        await haproxy.wait_status(frozen.name, "UP", within_s=30)  # it answers again: back in rotation
+        assert (await frozen.info())["running"] == 0  # and its slot is free again
 
 
 async def test_without_the_token_haproxy_passes_the_runners_refusal_through(pool):
