@@ -33,7 +33,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from runner.client import RunnerClient
-from tests.runnerpool import TOKEN, Haproxy, haproxy_binary, make_hosts
+from tests.runnerpool import TOKEN, Haproxy, haproxy_binary, make_hosts, remove_hosts
 
 JOB = "print(1)"
 
@@ -115,8 +115,7 @@ def main() -> None:
     finally:
         for balancer in balancers:
             balancer.stop()
-        for host in hosts:
-            host.stop()
+        remove_hosts(hosts)
         shutil.rmtree(folder, ignore_errors=True)
     print(
         json.dumps(

@@ -1,10 +1,11 @@
 """A pool of real runner hosts behind a real HAProxy, for tests and bench/runner_hosts.py.
 
-Each host is a `python -m runner serve` process of its own, on a loopback address of its own (127.0.0.2,
-127.0.0.3, ...: distinct hosts to the runner's door and to HAProxy), listening for jobs over TCP (with the
-token), on a Unix socket (for the test to ask that host alone what it did) and on its health port.  HAProxy
-runs the shipped configuration (deploy/haproxy/runners.cfg) with its runner-host lines written for these
-hosts in the shipped lines' own form.
+Each host is a `python -m runner serve` process of its own.  Where this process may make network namespaces
+(root, `ip`), each host lives in one, joined to this namespace by a veth pair: an address, a port space and a
+network link of its own, which a test can cut.  Elsewhere, each host gets a loopback address of its own
+(127.0.0.2, 127.0.0.3, ...).  A host listens for jobs over TCP (with the token), on a Unix socket (for the
+test to ask that host alone what it did) and on its health port.  HAProxy runs the shipped configuration
+(deploy/haproxy/runners.cfg) with its runner-host lines written for these hosts in the shipped lines' own form.
 """
 
 from __future__ import annotations
@@ -31,7 +32,11 @@ SHIPPED_CONFIG = ROOT / "deploy" / "haproxy" / "runners.cfg"
 HOSTS_BEGIN = "# --- runner hosts:"
 HOSTS_END = "# --- end of runner hosts ---"
 TOKEN = "runner-pool-token-for-tests-0123456789"
-STARTUP_S = 300.0  # a runner imports torch and proves its isolation; on a loaded 2-core host that is slow
+STARTUP_S = 300.0
+# The sandbox uids of runners in namespaces of their own: far above the blocks the runners of this machine claim
+# from RUNNER_SANDBOX_UID's default (63333) up, and a block apart from each other.
+NETNS_UIDS = 400_000
+NETNS_UID_SPAN = 10_000  # a runner imports torch and proves its isolation; on a loaded 2-core host that is slow
 
 
 def haproxy_binary() -> str | None:
@@ -59,6 +64,55 @@ def render_config(lines: list[str], shipped: Path = SHIPPED_CONFIG) -> str:
 
 
 @dataclass
+class Netns:
+    """A network namespace joined to ours by a veth pair: ``inside`` is the host's address, ``outside`` ours."""
+
+    name: str
+    veth: str
+    inside: str
+    outside: str
+
+    @classmethod
+    def make(cls, index: int) -> Netns | None:
+        """A new namespace (named for this process, so runs never collide), or None where none can be made."""
+        tag = f"rp{os.getpid() % 10**6}"
+        subnet = f"10.213.{os.getpid() % 250}"
+        made = cls(f"{tag}n{index}", f"{tag}v{index}", f"{subnet}.{4 * index + 2}", f"{subnet}.{4 * index + 1}")
+        if shutil.which("ip") is None or shutil.which("nsenter") is None or os.geteuid() != 0:
+            return None
+        steps = [
+            ["ip", "netns", "add", made.name],
+            ["ip", "link", "add", made.veth, "type", "veth", "peer", "name", "eth0", "netns", made.name],
+            ["ip", "addr", "add", f"{made.outside}/30", "dev", made.veth],
+            ["ip", "link", "set", made.veth, "up"],
+            ["ip", "-n", made.name, "addr", "add", f"{made.inside}/30", "dev", "eth0"],
+            ["ip", "-n", made.name, "link", "set", "eth0", "up"],
+            ["ip", "-n", made.name, "link", "set", "lo", "up"],
+        ]
+        for step in steps:
+            if subprocess.run(step, capture_output=True, timeout=30).returncode != 0:
+                made.delete()
+                return None
+        return made
+
+    def enter(self) -> list[str]:
+        """The command prefix that runs a program in this namespace (its network only: the mounts stay ours)."""
+        return ["nsenter", f"--net=/run/netns/{self.name}", "--"]
+
+    def cut(self) -> None:
+        """Take the link down: the host is still running, but nothing reaches it and nothing it sends arrives."""
+        subprocess.run(["ip", "link", "set", self.veth, "down"], check=True, timeout=30)
+
+    def mend(self) -> None:
+        subprocess.run(["ip", "link", "set", self.veth, "up"], check=True, timeout=30)
+
+    def delete(self) -> None:
+        """Remove the namespace and its veth pair (deleting one end deletes both)."""
+        subprocess.run(["ip", "link", "del", self.veth], capture_output=True, timeout=30)
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True, timeout=30)
+
+
+@dataclass
 class RunnerHost:
     """One runner host: its addresses and its process (started, killed with SIGKILL, started again)."""
 
@@ -66,11 +120,17 @@ class RunnerHost:
     host: str
     slots: int
     folder: str
+    netns: Netns | None = None
+    # A runner in a namespace of its own cannot see the uids other runners claimed (their claims are abstract
+    # sockets, which are per network namespace): it is given a block of its own (runner/README.md).
+    sandbox_uid: int = RunnerConfig.sandbox_uid
     port: int = 0
     health_port: int = 0
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        if self.netns is not None:  # a port space of its own
+            self.port, self.health_port = self.port or 7000, self.health_port or 7001
         self.port = self.port or free_port(self.host)
         self.health_port = self.health_port or free_port(self.host)
 
@@ -87,9 +147,10 @@ class RunnerHost:
 
     def start(self) -> None:
         """Start the runner and return once it said READY (RuntimeError with what it said otherwise)."""
-        config = RunnerConfig(pool_size=self.slots, queue=8)
+        config = RunnerConfig(pool_size=self.slots, queue=8, sandbox_uid=self.sandbox_uid)
         env = {**worker_env(config), "RUNNER_TOKEN": TOKEN}
-        argv = [config.python, "-m", "runner", "serve", "--listen", self.address, "--socket", self.socket]
+        argv = self.netns.enter() if self.netns is not None else []
+        argv += [config.python, "-m", "runner", "serve", "--listen", self.address, "--socket", self.socket]
         argv += ["--health", f"tcp://{self.host}:{self.health_port}"]
         log = open(os.path.join(self.folder, f"{self.name}.log"), "ab")
         self.process = subprocess.Popen(
@@ -238,7 +299,23 @@ class Haproxy:
 
 
 def make_hosts(count: int, slots: int, folder: str | None = None) -> tuple[str, list[RunnerHost]]:
-    """``count`` hosts (not started) on 127.0.0.2, 127.0.0.3, ..., each with ``slots`` slots."""
+    """``count`` hosts (not started), each with ``slots`` slots: in network namespaces of their own where they
+    can be made, else on 127.0.0.2, 127.0.0.3, ...  ``remove_hosts`` removes what this made."""
     folder = folder or tempfile.mkdtemp(prefix="coursebot-runnerpool-")
-    hosts = [RunnerHost(f"runner{i + 1}", f"127.0.0.{i + 2}", slots, folder) for i in range(count)]
+    hosts = []
+    for i in range(count):
+        netns = Netns.make(i)
+        if netns is None:
+            hosts.append(RunnerHost(f"runner{i + 1}", f"127.0.0.{i + 2}", slots, folder))
+        else:
+            uid = NETNS_UIDS + i * NETNS_UID_SPAN
+            hosts.append(RunnerHost(f"runner{i + 1}", netns.inside, slots, folder, netns=netns, sandbox_uid=uid))
     return folder, hosts
+
+
+def remove_hosts(hosts: list[RunnerHost]) -> None:
+    """Stop every host and remove its namespace."""
+    for host in hosts:
+        host.stop()
+        if host.netns is not None:
+            host.netns.delete()

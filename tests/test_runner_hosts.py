@@ -1,5 +1,6 @@
-"""A pool of runner hosts behind HAProxy, for real: two `python -m runner serve` hosts (127.0.0.2 and 127.0.0.3,
-two slots each) and a haproxy process running deploy/haproxy/runners.cfg.  The bot's client talks to HAProxy
+"""A pool of runner hosts behind HAProxy, for real: two `python -m runner serve` hosts (each in a network namespace
+of its own behind a veth pair where this process may make one, else on 127.0.0.2 and 127.0.0.3; two slots each)
+and a haproxy process running deploy/haproxy/runners.cfg.  The bot's client talks to HAProxy
 only, one connection per job, with the token; each host is asked what it did over its own Unix socket."""
 
 import asyncio
@@ -9,7 +10,7 @@ import signal
 import pytest
 
 from runner.client import JobLost, RunnerBusy, RunnerClient
-from tests.runnerpool import TOKEN, Haproxy, RunnerHost, haproxy_binary, make_hosts
+from tests.runnerpool import TOKEN, Haproxy, RunnerHost, haproxy_binary, make_hosts, remove_hosts
 
 pytestmark = pytest.mark.skipif(
     haproxy_binary() is None, reason="haproxy is not installed (apt-get install haproxy; .ci/run installs it)"
@@ -36,8 +37,7 @@ def pool():
     finally:
         if haproxy is not None:
             haproxy.stop()
-        for host in hosts:
-            host.stop()
+        remove_hosts(hosts)
 
 
 async def done_per_host(hosts: list[RunnerHost]) -> list[int]:
@@ -158,6 +158,34 @@ async def test_a_host_that_stops_answering_mid_job_is_taken_out_and_its_job_lost
             os.kill(frozen.process.pid, signal.SIGCONT)
         await haproxy.wait_status(frozen.name, "UP", within_s=30)  # it answers again: back in rotation
         assert (await frozen.info())["running"] == 0  # and its slot is free again
+
+
+async def test_a_host_cut_off_the_network_mid_job_is_taken_out_and_its_job_lost_then_back_when_mended(pool):
+    haproxy, hosts = pool
+    survivor, cut = hosts
+    if cut.netns is None:
+        pytest.skip("the hosts are on loopback addresses (no network namespaces here: not root, or no ip/nsenter)")
+    await settle(haproxy, hosts)
+    async with RunnerClient.connect(haproxy.address, token=TOKEN) as runner:
+        jobs = [asyncio.ensure_future(runner.run(sleeper(3), limits={"wall_time_s": 60})) for _ in range(2)]
+        await until_running(hosts, [1, 1])
+        cut.netns.cut()  # the host runs on, but no packet reaches it or leaves it: nothing is closed or refused
+        try:
+            await haproxy.wait_status(cut.name, "DOWN", within_s=30)
+            results = await asyncio.wait_for(asyncio.gather(*jobs, return_exceptions=True), 30)
+            assert sum(isinstance(r, JobLost) for r in results) == 1, results
+            assert [r.stdout for r in results if not isinstance(r, BaseException)] == ["slept\n"], results
+            before = await survivor.jobs_done()
+            for _ in range(4):
+                assert (await runner.run(SHORT)).stdout == "hi\n"
+            assert await survivor.jobs_done() - before == 4
+        finally:
+            cut.netns.mend()
+        await haproxy.wait_status(cut.name, "UP", within_s=30)
+        before_both = await done_per_host(hosts)
+        results = await asyncio.gather(*(runner.run(sleeper(1)) for _ in range(2 * SLOTS)))
+        assert [r.stdout for r in results] == ["slept\n"] * (2 * SLOTS)
+        assert [a - b for a, b in zip(await done_per_host(hosts), before_both, strict=True)] == [SLOTS, SLOTS]
 
 
 async def test_without_the_token_haproxy_passes_the_runners_refusal_through(pool):
