@@ -270,7 +270,8 @@ class RunnerClient:
         return self._info
 
     async def _read_info(self, timeout: float, wait_s: float = 0.0) -> None:
-        reply = await self.request({"op": "info"}, timeout, wait_s=wait_s)
+        # A pool that is full when the bot starts is waited for as long as a pool that is away (``wait_s``).
+        reply = await self.request({"op": "info"}, timeout, wait_s=wait_s, queued_tries=0)
         if not isinstance(reply, dict):
             raise ProtocolError("the runner's info is not an object")
         self._info = RunnerInfo.from_dict(reply)
@@ -324,14 +325,18 @@ class RunnerClient:
             raise ProtocolError("the runner's info is not an object")
         return RunnerLoad.from_dict(reply)
 
-    async def request(self, msg: dict[str, Any], timeout: float | None = 30.0, wait_s: float = 0.0) -> Any:
+    async def request(
+        self, msg: dict[str, Any], timeout: float | None = 30.0, wait_s: float = 0.0, queued_tries: int | None = None
+    ) -> Any:
         """Send one request on a connection of its own; its result, or the RunnerError it failed with.
 
         ``timeout`` bounds the answer once connected; ``wait_s`` how long to keep trying to reach a runner
         that is away (0: one attempt).  A connection that no runner took (closed before the hello was
-        answered: a balancer in front of full or absent runners) is tried again too: up to ADMIT_TRIES
-        times when it waited in a queue (then RunnerBusy), within ``wait_s`` when it was closed at once.
+        answered: a balancer in front of full or absent runners) is tried again too: ``queued_tries`` times in
+        all when it waited in a queue (ADMIT_TRIES by default; 0: for as long as ``wait_s``), then RunnerBusy;
+        within ``wait_s`` when it was closed at once.
         """
+        tries = ADMIT_TRIES if queued_tries is None else queued_tries
         if self._closed:
             raise RunnerClosed("the runner client is closed")
         loop = asyncio.get_running_loop()
@@ -349,11 +354,12 @@ class RunnerClient:
                 waited = loop.time() - sent
                 queued += waited >= ADMIT_QUEUED_S
                 pause = backoff.pause()
-                if queued >= ADMIT_TRIES or (waited >= ADMIT_QUEUED_S and wait_s <= 0):
+                out_of_time = loop.time() + pause > deadline
+                if waited >= ADMIT_QUEUED_S and (queued >= tries > 0 or out_of_time):
                     raise RunnerBusy(
                         f"no runner at {self._address} took the job in {queued} tries: every one is busy ({e})"
                     ) from None
-                if waited < ADMIT_QUEUED_S and loop.time() + pause > deadline:
+                if out_of_time:
                     raise RunnerClosed(f"no runner at {self._address} took the job: {e}") from None
                 await asyncio.sleep(pause)
             finally:

@@ -49,9 +49,11 @@ BACKOFF_MAX_S = 10.0
 BACKOFF_FORGET_S = 300.0
 LOG_EVERY_S = 10.0  # refusals are logged at most this often per host, with a count of the ones left unsaid
 PEERS_KEPT = 4096  # hosts remembered at most (the least recently seen are forgotten first)
-# The health endpoint (``--health``): a request's head must arrive within this many seconds and bytes.
+# The health endpoint (``--health``): a request's head must arrive within this many seconds and bytes, and this
+# many checks are answered at once (one more is closed unread: a balancer checks a host a few times a second).
 HEALTH_TIMEOUT_S = 2.0
 HEALTH_MAX_BYTES = 1024
+HEALTH_PENDING = 16
 # Connections the kernel queues before they are accepted. Each request comes on a connection of its own
 # (runner.client): a burst of jobs is a burst of connections, and a full Unix backlog refuses at once.
 BACKLOG = 1024
@@ -153,6 +155,7 @@ class Service:
         self._token = token
         self._servers: list[asyncio.Server] = []
         self._health: list[asyncio.Server] = []
+        self._health_pending = 0
         self.door = TcpDoor()
         self.wait = asyncio.sleep  # how a wrong token's refusal waits (tests count the waits instead)
 
@@ -355,16 +358,28 @@ class Service:
         where = parse_address(address, "--health")
         if not isinstance(where, TcpAddress):
             raise RunnerConfigError(f"--health must be tcp://HOST:PORT, got {address!r}")
-        server = await asyncio.start_server(self._health_check, where.host, where.port, backlog=64)
+        server = await asyncio.start_server(
+            self._health_check, where.host, where.port, backlog=64, limit=HEALTH_MAX_BYTES
+        )
         self._health.append(server)
 
     async def _health_check(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._health_pending >= HEALTH_PENDING:
+            writer.close()
+            return
+        self._health_pending += 1
+        try:
+            await self._answer_health(reader, writer)
+        finally:
+            self._health_pending -= 1
+
+    async def _answer_health(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             async with asyncio.timeout(HEALTH_TIMEOUT_S):
                 head = await reader.readuntil(b"\r\n\r\n")
         except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
             head = b""
-        line = head[:HEALTH_MAX_BYTES].split(b"\r\n", 1)[0].split()
+        line = head.split(b"\r\n", 1)[0].split()
         if len(line) == 3 and line[0] in (b"GET", b"HEAD") and line[1] == b"/healthz":
             stats = self.backend.stats()
             load = {k: stats.get(k) for k in ("running", "waiting", "size")}

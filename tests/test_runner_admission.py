@@ -11,9 +11,11 @@ import pytest
 from runner import client as client_module
 from runner import protocol
 from runner.client import JobLost, RunnerBusy, RunnerClient, RunnerClosed, TcpAddress
+from runner.limits import DEFAULT
 from runner.service import Service
 
 TOKEN = "admission-token-for-the-tests-0123456789"
+INFO = {"protocol": 1, "backend": "fake", "size": 1, "queue": 0, "limits": DEFAULT.to_dict(), "fingerprint": "f"}
 RESULT = {
     "status": "ok",
     "stdout": "RAN",
@@ -49,7 +51,7 @@ class FakeDoor:
                 request = await protocol.read_frame(reader)
                 assert request is not None
                 if part == "serve":
-                    result = RESULT if request["op"] == "run" else {"protocol": 1, "backend": "fake", "size": 1}
+                    result = RESULT if request["op"] == "run" else INFO
                     await protocol.write_frame(writer, {"id": request["id"], "ok": True, "result": result})
         finally:
             writer.close()
@@ -86,6 +88,18 @@ async def test_a_job_queued_once_then_taken_runs():
     async with FakeDoor(["queued", "queued", "serve"]) as door:
         assert (await door.client().run("print(1)")).stdout == "RAN"
     assert door.connections == ["queued", "queued", "serve"]
+
+
+async def test_connecting_to_a_full_pool_waits_for_a_slot_for_as_long_as_it_waits_for_a_runner_away():
+    async with FakeDoor(["queued"] * 4 + ["serve"]) as door:
+        port = door.server.sockets[0].getsockname()[1]
+        async with RunnerClient.connect(f"tcp://127.0.0.1:{port}", timeout=10, token=TOKEN) as runner:
+            assert runner.info.backend == "fake"  # read once, after four tries that met a full pool
+    assert door.connections == ["queued"] * 4 + ["serve"]
+    async with FakeDoor(["queued"]) as door:
+        port = door.server.sockets[0].getsockname()[1]
+        with pytest.raises(RunnerBusy):
+            await RunnerClient.connect(f"tcp://127.0.0.1:{port}", timeout=1, token=TOKEN)
 
 
 async def test_no_runner_up_is_a_runner_away_tried_within_the_wait_then_closed():
@@ -146,6 +160,17 @@ async def test_the_health_endpoint_answers_without_a_token_and_takes_no_place_at
         assert (await http(host, int(port), b"\x00\x00\x00\x10{}\r\n\r\n"))[0] == "HTTP/1.0 404 Not Found"
         assert svc.door.pending == 0
         assert "refused" not in caplog.text  # a check is never a wrong hello
+        # A head too long, or never ended, is answered 404 at its limit, and idle checks are capped.
+        assert (await http(host, int(port), b"GET /healthz" + b"x" * 5000))[0] == "HTTP/1.0 404 Not Found"
+        from runner import service
+
+        idle = [await asyncio.open_connection(host, int(port)) for _ in range(service.HEALTH_PENDING + 3)]
+        try:
+            await asyncio.sleep(0.2)
+            assert svc._health_pending == service.HEALTH_PENDING
+        finally:
+            for _r, w in idle:
+                w.close()
     finally:
         await svc.close()
 
