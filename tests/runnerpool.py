@@ -263,18 +263,22 @@ class Haproxy:
                 out += chunk
         return out.decode()
 
+    def rows(self) -> list[dict[str, str]]:
+        """`show stat`, a row per proxy and server: status (UP, DOWN, ...), stot (connections), scur, qcur, qmax."""
+        return list(csv.DictReader(io.StringIO(self.command("show stat").lstrip("# "))))
+
     def servers(self) -> dict[str, dict[str, str]]:
-        """Each runner host's row of `show stat`: status (UP, DOWN, ...), stot (connections), scur, qcur."""
-        text = self.command("show stat").lstrip("# ")
-        rows = csv.DictReader(io.StringIO(text))
+        """Each runner host's row."""
+        rows = self.rows()
         return {r["svname"]: r for r in rows if r["pxname"] == "runners" and r["svname"] not in ("BACKEND", "FRONTEND")}
 
     def backend(self) -> dict[str, str]:
-        """The runner pool's own row of `show stat`: its queue (qcur, qmax) is shared by all hosts."""
-        text = self.command("show stat").lstrip("# ")
-        return next(
-            r for r in csv.DictReader(io.StringIO(text)) if (r["pxname"], r["svname"]) == ("runners", "BACKEND")
-        )
+        """The runner pool's own row: its queue (qcur, qmax) is shared by all hosts."""
+        return next(r for r in self.rows() if (r["pxname"], r["svname"]) == ("runners", "BACKEND"))
+
+    def frontend(self) -> dict[str, str]:
+        """The row of the address the bot connects to: every connection HAProxy accepted (stot)."""
+        return next(r for r in self.rows() if (r["pxname"], r["svname"]) == ("runners_in", "FRONTEND"))
 
     def status(self, name: str) -> str:
         return self.servers()[name]["status"]

@@ -195,3 +195,24 @@ async def test_without_the_token_haproxy_passes_the_runners_refusal_through(pool
     await settle(haproxy, hosts)
     with pytest.raises(Unauthorized):
         await RunnerClient.connect(haproxy.address, token="not-the-token-of-this-pool-000000")
+
+
+async def test_with_no_host_up_haproxy_closes_at_once_and_the_job_waits_as_for_a_runner_away(tmp_path, monkeypatch):
+    from runner import client as client_module
+    from runner.client import RunnerClosed
+
+    monkeypatch.setattr(client_module, "RECONNECT_WAIT_S", 2.0)
+    nobody = RunnerHost("runner1", "127.0.0.2", SLOTS, str(tmp_path))  # its ports: nothing listens there
+    haproxy = Haproxy(str(tmp_path), [nobody])
+    haproxy.start()
+    try:
+        await haproxy.wait_status("runner1", "DOWN", within_s=20)
+        client = RunnerClient(client_module.parse_address(haproxy.address), token=TOKEN, request_timeout_s=10)
+        with pytest.raises(RunnerClosed, match=r"no runner .* took the job") as caught:
+            await client.run(SHORT)
+        assert not isinstance(caught.value, (JobLost, RunnerBusy))  # not "busy": nothing is up to be busy
+        assert (
+            int(haproxy.frontend()["stot"]) > 2
+        )  # tried again with back-off for the wait (2 s here), each closed at once
+    finally:
+        haproxy.stop()
