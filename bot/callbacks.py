@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import ClassVar
 
 from bot.telegram_rules.limits import CALLBACK_DATA_MAX_BYTES
@@ -61,10 +61,12 @@ class CallbackData:
         if cls is None:
             raise CallbackDataError(f"unknown callback prefix in {data!r}")
         declared = fields(cls)
-        if len(values) != len(declared) or not all(_FIELD.fullmatch(v) for v in values):
+        # A field added later has a default: buttons sent before it came leave it out, and still work.
+        required = max(1, sum(1 for f in declared if f.default is MISSING))
+        if not required <= len(values) <= len(declared) or not all(_FIELD.fullmatch(v) for v in values):
             raise CallbackDataError(f"malformed callback data {data!r}")
         parsed: dict[str, str | int] = {}
-        for f, value in zip(declared, values, strict=True):
+        for f, value in zip(declared, values, strict=False):
             if f.type in (int, "int"):
                 if not value.isdigit():
                     raise CallbackDataError(f"{f.name} must be a number in {data!r}")
@@ -150,9 +152,10 @@ class StartPractice(CallbackData, prefix="p"):
 
 @dataclass(frozen=True)
 class ShowHint(CallbackData, prefix="h"):
-    """Show the next hint of the exercise under way."""
+    """Show the next hint of the exercise under way: the one about ``mistake`` (bot.mistakes' id) first."""
 
     lesson: str
+    mistake: str = "none"
 
 
 @dataclass(frozen=True)

@@ -95,8 +95,12 @@ def _failed(check: ExerciseCheck, params: dict[str, object]) -> str:
     return text.replace("{expected}", _shown(params.get("expected", "?")))
 
 
-def check_feedback(exercise: Exercise, result: RunResult) -> list[str]:
-    """Return one message (lesson markup) per failed check: the exercise's own where the runner reports a mismatch."""
+def check_feedback(exercise: Exercise, result: RunResult, *, diagnosed: bool = False) -> list[str]:
+    """Return one message (lesson markup) per failed check: the exercise's own where the runner reports a mismatch.
+
+    ``diagnosed``: the likely mistake is named from the values, so a mismatch says only what was found and what was
+    expected, not the check's whole rule again.
+    """
     by_id = {c.id: c for c in exercise.checks}
     lines: list[str] = []
     for outcome in result.checks:
@@ -115,6 +119,14 @@ def check_feedback(exercise: Exercise, result: RunResult) -> list[str]:
                     "Keep the variable names of the starter code."
                 ).format(expr=outcome.params.get("expr", ""), error=str(outcome.params.get("error", ""))[:60])
             )
+        elif diagnosed and key is MessageKey.MISMATCH and "expected" in outcome.params:
+            lines.append(
+                _("`{expr}` is {got}, expected {expected}.").format(
+                    expr=outcome.params.get("expr", ""),
+                    got=_shown(outcome.params.get("got", "?")),
+                    expected=_shown(outcome.params.get("expected", "?")),
+                )
+            )
         elif check is not None:
             lines.append(_failed(check, dict(outcome.params)))
     return lines
@@ -122,6 +134,11 @@ def check_feedback(exercise: Exercise, result: RunResult) -> list[str]:
 
 def likely_mistakes(exercise: Exercise, result: RunResult) -> list[str]:
     """Return what the run shows of a likely autograd mistake (lesson markup), from its failed checks and error."""
+    return list(diagnosis(exercise, result).values())
+
+
+def diagnosis(exercise: Exercise, result: RunResult) -> dict[str, str]:
+    """Return each likely mistake the run shows, by id (bot.mistakes), with what to tell the learner."""
     exprs = {c.id: c.expr for c in exercise.checks}
     evidence = [
         mistakes.Evidence.of_check(exprs[o.id], o.params)
@@ -130,7 +147,12 @@ def likely_mistakes(exercise: Exercise, result: RunResult) -> list[str]:
     ]
     if result.status is Status.ERROR:
         evidence.append(mistakes.Evidence(stderr=result.stderr))
-    return mistakes.likely(evidence)
+    return mistakes.diagnose(evidence)
+
+
+def run_advice(result: RunResult) -> list[str]:
+    """Return what an ungraded run's error shows of a likely mistake (a slide's code without its import)."""
+    return mistakes.likely([mistakes.Evidence(stderr=result.stderr)]) if result.status is Status.ERROR else []
 
 
 def run_event(result: RunResult) -> tuple[str, str | None]:

@@ -348,12 +348,14 @@ def language_chosen(following_telegram: bool) -> Screen:
     )
 
 
-def _practice_buttons(lesson: Lesson, course: Course, hints_shown: int, *, passed: bool) -> InlineKeyboardMarkup:
+def _practice_buttons(
+    lesson: Lesson, course: Course, hints_shown: int, *, passed: bool, mistake: str | None = None
+) -> InlineKeyboardMarkup:
     exercise = _exercise(lesson)
     rows = []
     if not passed and hints_shown < len(exercise.hints):
         label = _("💡 Hint ({n} of {total})").format(n=number(hints_shown + 1), total=number(len(exercise.hints)))
-        rows.append([_button(label, ShowHint(lesson.id))])
+        rows.append([_button(label, ShowHint(lesson.id, mistake or ShowHint.mistake))])
     rows.append(_next_lesson_button(course, lesson))
     if not passed:
         rows.append([_button(_("Leave the practice"), LeavePractice(lesson.id))])
@@ -390,16 +392,17 @@ def verdict_screen(
     *,
     hints_shown: int,
     output_room: int = feedback.OUTPUT_MAX,
+    mistake: str | None = None,
 ) -> Screen:
     """Render a graded run: its output (at most ``output_room`` characters), then the pass or what each failed
-    check found, with the likely mistake behind it."""
+    check found, with the likely mistake behind it (``mistake``: its id, whose hint the Hint button shows first)."""
     parts: list[str] = [feedback.output_block(result, output_room)]
     if result.passed:
         parts.append(bold(_("✅ All checks passed. Well done!")))
     else:
         parts.append(join([bold(_("Not yet:")), feedback_lines(lines, likely)], "\n"))
         parts.append(italic(_("Change your code and send it again; try as often as you like.")))
-    return Screen(join(parts), _practice_buttons(lesson, course, hints_shown, passed=result.passed))
+    return Screen(join(parts), _practice_buttons(lesson, course, hints_shown, passed=result.passed, mistake=mistake))
 
 
 def fitting(build: Callable[[int], Screen], room: int) -> Screen:
@@ -428,19 +431,23 @@ def practice_left(course: Course, lesson: Lesson | None) -> Screen:
     )
 
 
-def hint(lesson: Lesson, course: Course, shown: int) -> Screen:
-    """Render hint number ``shown`` (1-based) of the exercise."""
+def hint(lesson: Lesson, course: Course, shown: int, mistake: str | None = None) -> Screen:
+    """Render the ``shown``-th hint (1-based) of the exercise, in the order for a learner who made ``mistake``."""
     exercise = _exercise(lesson)
     heading = _("💡 Hint {n} of {total}:").format(n=number(shown), total=number(len(exercise.hints)))
+    text = exercise.hints[exercise.hint_order(mistake)[shown - 1]]
     return Screen(
-        join([heading, lessontext.to_html(exercise.hints[shown - 1])], " "),
-        _practice_buttons(lesson, course, shown, passed=False),
+        join([heading, lessontext.to_html(text)], " "),
+        _practice_buttons(lesson, course, shown, passed=False, mistake=mistake),
     )
 
 
-def run_output(output: Html, status: str | None) -> Screen:
-    """Render an ungraded run: what it printed, and why it ended if a limit stopped it."""
-    return Screen(output if status is None else join([output, lessontext.plain(status)]))
+def run_output(output: Html, status: str | None, advice: Sequence[str] = ()) -> Screen:
+    """Render an ungraded run: what it printed, why it ended if a limit stopped it, and the fix of a likely mistake."""
+    parts = [output] + ([lessontext.plain(status)] if status is not None else [])
+    if advice:
+        parts.append(feedback_lines([], advice))
+    return Screen(join(parts))
 
 
 # Drills: one message, edited in place as the learner taps (bot/drills.py holds the rules).
@@ -553,6 +560,15 @@ def _drill_verdict(lesson: Lesson, shown: Drill, view: DrillView) -> list[str]:
         ),
         Reason.NOT_PYTHON: lambda: fill(
             _("✗ In this order the lines are not valid Python: {error}"), error=code(verdict.detail)
+        ),
+        Reason.EMPTY_BLOCK: lambda: fill(
+            _("✗ {opener} opens a block, but the line right below it is not indented. Put a line of its block there."),
+            opener=code(verdict.detail),
+        ),
+        Reason.STRAY_INDENT: lambda: fill(
+            _("✗ {line} is indented, but the line above it opens no block: it belongs right under {opener}."),
+            line=code(verdict.detail),
+            opener=code(verdict.opener),
         ),
         Reason.RAISES: lambda: fill(
             _("✗ In this order the program stops with an error: {error}"), error=code(verdict.detail)

@@ -192,3 +192,11 @@ def test_matches_selects_taps_of_one_kind_only():
 
 def test_max_bytes_is_telegrams_limit():
     assert callbacks.MAX_BYTES == 64
+
+
+def test_a_hint_button_sent_before_hints_knew_mistakes_still_works():
+    # "h:grad" was packed before ShowHint had a mistake: the field it lacks takes its default (issue 20).
+    from bot.callbacks import ShowHint
+
+    assert CallbackData.unpack("h:grad") == ShowHint("grad", "none")
+    assert CallbackData.unpack(ShowHint("grad", "stale-gradient").pack()) == ShowHint("grad", "stale-gradient")

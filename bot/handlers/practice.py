@@ -51,7 +51,7 @@ async def show_hint(update: Update, context: CourseContext, data: ShowHint) -> s
     shown = await context.services.db.show_hint(context.learner.user_id, len(lesson.exercise.hints))
     if shown == context.learner.hints_shown:
         return _("That was the last hint.")
-    await send(context, context.learner.chat_id, render.hint(lesson, context.course, shown))
+    await send(context, context.learner.chat_id, render.hint(lesson, context.course, shown, data.mistake))
     await record(context, EventKind.HINT, lesson.id, item_id=str(shown))
     return None
 
@@ -181,7 +181,8 @@ async def _run(context: CourseContext, runner: Runner, learner: Learner, code: s
         services.metrics.job_seconds.observe(time.monotonic() - started)
         status = feedback.status_line(result, runner.info.limits)
         if lesson is None or exercise is None or not await _still_practising(context, learner, lesson):
-            await send(context, learner.chat_id, render.run_output(feedback.output_block(result), status))
+            advice = feedback.run_advice(result)
+            await send(context, learner.chat_id, render.run_output(feedback.output_block(result), status, advice))
             return
         await _verdict(context, learner, lesson, exercise, result, status)
     finally:
@@ -208,14 +209,18 @@ async def _verdict(
     await record(context, EventKind.RUN, lesson.id, item_id="exercise", verdict=verdict, failed_check=failed_check)
     if result.passed:
         await db.stop_practice(learner.user_id)
-    lines = ([status] if status and result.status is not Status.OK else []) + feedback.check_feedback(exercise, result)
-    likely = feedback.likely_mistakes(exercise, result)
+    found = feedback.diagnosis(exercise, result)
+    checks = feedback.check_feedback(exercise, result, diagnosed=bool(found))
+    lines = ([status] if status and result.status is not Status.OK else []) + checks
+    likely = list(found.values())
+    # The Hint button shows first the hint about the mistake this run shows (the first that has one).
+    mistake = next((made for made in found if any(made == m for m, _n in exercise.hints_for)), None)
     current = await db.find_learner(learner.user_id)
     hints_shown = current.hints_shown if current else 0
     # Whatever the run printed or failed on, the verdict fits in one message: the output gives way.
     screen = render.fitting(
         lambda room: render.verdict_screen(
-            context.course, lesson, result, lines, likely, hints_shown=hints_shown, output_room=room
+            context.course, lesson, result, lines, likely, hints_shown=hints_shown, output_room=room, mistake=mistake
         ),
         feedback.OUTPUT_MAX,
     )
