@@ -157,7 +157,9 @@ _IMPLIED_DTYPES = ("float32", "int64", "bool")
 
 
 def _tensor_repr(t: TensorValue, digits: int = DIGITS, room: int = SHOWN) -> str:
-    """A tensor as torch prints it, which is what learners read: tensor([4., 8.], requires_grad=True)."""
+    """A tensor as torch prints it, which is what learners read: tensor([4., 8.], requires_grad=True).
+
+    (Its numbers rounded to ``digits`` significant digits, as every number shown: torch shows four decimals.)"""
     if t.data is None:
         body = f"size={list(t.shape)}"
     else:
@@ -170,7 +172,7 @@ def _tensor_repr(t: TensorValue, digits: int = DIGITS, room: int = SHOWN) -> str
                 return str(x)
             if not math.isfinite(x):
                 return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
-            return f"{int(x)}." if integral else f"{x:.{digits}f}"
+            return f"{int(x)}." if integral else _float_text(x, digits)
 
         def nested(d: Any) -> str:
             return _items_text("[", (nested(x) for x in d), "]", room) if isinstance(d, list) else number(d)
