@@ -160,7 +160,8 @@ _LOOP = (
 )
 _LOSS = "    loss = ((w * x - y) ** 2).mean()\n"
 NO_ZERO_GRAD = _LOOP + _LOSS + "    loss.backward()\n    opt.step()\n    losses.append(loss.item())\n"
-STEP_FIRST = _LOOP + "    opt.zero_grad()\n" + _LOSS + "    opt.step()\n    loss.backward()\n    losses.append(loss.item())\n"
+_STEP_FIRST = "    opt.step()\n    loss.backward()\n    losses.append(loss.item())\n"
+STEP_FIRST = _LOOP + "    opt.zero_grad()\n" + _LOSS + _STEP_FIRST
 # (mistake id, lesson, a wrong submission that makes it, the expression the message names)
 WRONG = [
     ("no-gradient", "backward", _X + "first = None\n", "x.grad"),
