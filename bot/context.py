@@ -36,6 +36,10 @@ class Services:
     runner: Runner | None = None
     # Learners whose code is running now: a second send is told to wait, not queued.
     running: set[int] = field(default_factory=set)
+    # The last practice screen with buttons each learner was sent (user id -> message id): the next one takes
+    # those buttons away, so old "Hint" buttons do not pile up. In memory only: after a restart one old set of
+    # buttons stays, and it still works.
+    practice_keyboards: dict[int, int] = field(default_factory=dict)
     # What the bot counts for /metrics (bot.metrics).
     metrics: Metrics = field(default_factory=Metrics)
 

@@ -116,6 +116,21 @@ async def send(context: CourseContext, chat_id: int, screen: Screen) -> Message:
     )
 
 
+async def retire_keyboard(context: CourseContext, chat_id: int, message_id: int) -> None:
+    """Take the buttons off a message that a newer screen supersedes.
+
+    Telegram refuses an edit that changes nothing ("message is not modified": it has no buttons already) and one
+    of a message gone or too old to edit: each leaves the old buttons where they are, which is harmless.
+    """
+    try:
+        await context.bot.edit_message_reply_markup(chat_id=chat_id, message_id=message_id, reply_markup=None)
+    except BadRequest as exc:
+        reason = exc.message.lower()
+        if not any(r in reason for r in ("message is not modified", "message to edit not found", "can't be edited")):
+            raise
+        log.debug("buttons of message %s in chat %s stay (%s)", message_id, chat_id, reason)
+
+
 async def reply(update: Update, context: CourseContext, screen: Screen) -> Message:
     """Send ``screen`` as a new message to the chat the update came from."""
     chat = update.effective_chat

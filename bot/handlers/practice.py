@@ -14,13 +14,24 @@ from bot.callbacks import LeavePractice, ShowHint, StartPractice, matches
 from bot.context import CourseContext
 from bot.course import runner_checks
 from bot.course.model import Exercise, Lesson
-from bot.handlers.common import button, for_learner, lesson_gone, record, reply, send
+from bot.handlers.common import button, for_learner, lesson_gone, record, reply, retire_keyboard, send
 from bot.i18n import _
 from bot.learner import EventKind, Learner
 from bot.states import PRACTICE, Practice, PracticeStep, practice_state
 from runner.client import JobLost, Runner, RunnerBusy, RunnerError, RunResult, Status
 
 log = logging.getLogger(__name__)
+
+
+async def send_practice_screen(context: CourseContext, chat_id: int, screen: render.Screen) -> None:
+    """Send a practice screen, taking the buttons off the one before it: only the newest offers Hint and Leave."""
+    services, user_id = context.services, context.learner.user_id
+    previous = services.practice_keyboards.pop(user_id, None)
+    if previous is not None:
+        await retire_keyboard(context, chat_id, previous)
+    sent = await send(context, chat_id, screen)
+    if screen.buttons is not None:
+        services.practice_keyboards[user_id] = sent.message_id
 
 
 @button(StartPractice)
@@ -30,7 +41,7 @@ async def start_practice(update: Update, context: CourseContext, data: StartPrac
     if lesson is None or lesson.exercise is None:
         return lesson_gone()
     await context.services.db.start_practice(context.learner.user_id, lesson.id)
-    await send(context, context.learner.chat_id, render.practice_intro(context.course, lesson))
+    await send_practice_screen(context, context.learner.chat_id, render.practice_intro(context.course, lesson))
     return None
 
 
@@ -47,11 +58,15 @@ async def show_hint(update: Update, context: CourseContext, data: ShowHint) -> s
     """Show the next hint, up to the exercise's last."""
     lesson = _exercise_under_way(context, data.lesson, PracticeStep.HINT)
     if lesson is None or lesson.exercise is None:
-        return _("Open the practice first: it comes after the lesson's Quick Check.")
+        # An old Hint button: say why it does nothing now, and never "open the practice" to one who passed it.
+        if data.lesson in await context.services.db.exercises_passed(context.learner.user_id):
+            return _("You passed this practice already: no hints needed. ✅")
+        return _("This practice is closed now. Open it again from /lessons to see its hints.")
     shown = await context.services.db.show_hint(context.learner.user_id, len(lesson.exercise.hints))
     if shown == context.learner.hints_shown:
         return _("That was the last hint.")
-    await send(context, context.learner.chat_id, render.hint(lesson, context.course, shown, data.mistake))
+    screen = render.hint(lesson, context.course, shown, data.mistake)
+    await send_practice_screen(context, context.learner.chat_id, screen)
     await record(context, EventKind.HINT, lesson.id, item_id=str(shown))
     return None
 
@@ -79,7 +94,8 @@ async def leave_practice(update: Update, context: CourseContext, data: LeavePrac
     if left is None:
         return _("You are not in a practice right now.")
     # A new message, not an edit: the tapped message (a hint, a verdict, the task) keeps what it says.
-    await send(context, context.learner.chat_id, render.practice_left(context.course, context.course.lesson(left)))
+    screen = render.practice_left(context.course, context.course.lesson(left))
+    await send_practice_screen(context, context.learner.chat_id, screen)
     return None
 
 
@@ -100,10 +116,18 @@ async def code_message(update: Update, context: CourseContext) -> None:
     """Take a message as code: an answer to the exercise under way, or a fenced block to run."""
     text = (update.effective_message.text if update.effective_message else None) or ""
     lesson = _exercise_under_way(context, context.learner.practice_lesson_id, PracticeStep.ANSWER)
+    if lesson is not None and feedback.reads_as_prose(text):
+        # A question to the bot, not an answer: not run, not counted; Hint and Leave are the ways on.
+        screen = render.prose_in_practice(context.course, lesson, context.learner.hints_shown)
+        await send_practice_screen(context, context.learner.chat_id, screen)
+        return
     if lesson is not None:
         await _start_run(update, context, feedback.fenced_code(text) or text, lesson)
         return
     code = feedback.fenced_code(text)
+    if code is None and feedback.looks_like_code(text):
+        await reply(update, context, render.code_outside_practice())
+        return
     if code is None:
         await reply(
             update,
@@ -224,7 +248,7 @@ async def _verdict(
         ),
         feedback.OUTPUT_MAX,
     )
-    await send(context, learner.chat_id, screen)
+    await send_practice_screen(context, learner.chat_id, screen)
 
 
 def handlers() -> list[BaseHandler[Update, CourseContext, None]]:

@@ -139,7 +139,9 @@ async def resume_quiz(update: Update, context: CourseContext, lesson: Lesson, *,
         return None
     if learner.quiz_poll_id is not None:
         await _withdraw(context, learner.quiz_poll_id)
-    intro = await show_in_tapped(update, context, render.quiz_intro(lesson, len(queue), retake=False))
+    # Fewer than the lesson asks: part of the round is answered (or it is a retake), and the rest is "left".
+    resumed = len(queue) < len(lesson.quiz)
+    intro = await show_in_tapped(update, context, render.quiz_intro(lesson, len(queue), retake=False, resumed=resumed))
     await context.services.db.set_reader_message(learner.user_id, intro, ReaderView.QUIZ)
     await _ask_or_say_why_not(context, lesson, queue, learner.quiz_seed, intro)
     return None
