@@ -68,6 +68,14 @@ async def test_every_exercise_fails_with_its_specific_message_then_passes(practi
             timeout=30,
         )
         assert "All checks passed" in passed["text"], passed["text"]
+        # The way on, said and offered (issue 20): the next lesson, or the end of the course.
+        following = COURSE.next_lesson(lesson)
+        if following is not None:
+            assert f"Next: lesson {COURSE.lessons.index(following) + 1}, {following.title}." in passed["text"]
+            assert any(t.startswith("Next lesson") for t in button_texts(passed))
+        else:
+            assert "That was the course's last practice. /progress shows all you have done." in passed["text"]
+        assert "☰ Lessons" in button_texts(passed)
     assert await practising_bot.db.exercises_passed(5001) == {lesson.id for lesson in COURSE.lessons}
     report = await send_and_wait(ada, "/progress")
     assert "4 of 4 exercises passed" in report["text"]
