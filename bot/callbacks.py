@@ -80,7 +80,7 @@ class CallbackData:
             raise CallbackDataError(f"unknown callback prefix in {data!r}")
         declared = fields(cls)
         # A field added later has a default: buttons sent before it came leave it out, and still work.
-        required = max(1, sum(1 for f in declared if f.default is MISSING))
+        required = sum(1 for f in declared if f.default is MISSING)
         if not required <= len(values) <= len(declared) or not all(_FIELD.fullmatch(v) for v in values):
             raise CallbackDataError(f"malformed callback data {data!r}")
         parsed: dict[str, object] = {}
