@@ -84,8 +84,12 @@ def percent(ratio: float) -> str:
 
 
 def date(day: datetime.date) -> str:
-    """Format a date for the current language, e.g. '2 Dec 2026' or '2 дек. 2026 г.'."""
-    return isolate(format_date(day, format="medium", locale=current_language()))
+    """Format a date for the current language, e.g. '2 Dec 2026' or '2 дек. 2026 г.'.
+
+    CLDR's Arabic date puts a right-to-left mark after each number ('02\u200f/12\u200f/2026'): inside the isolate
+    that keeps it left to right, those marks turn '12' and '2026' into a right-to-left run, shown '022026/12/'.
+    """
+    return isolate(format_date(day, format="medium", locale=current_language()).replace("\u200f", ""))
 
 
 def own_name(language: str) -> str:
