@@ -620,7 +620,16 @@ async def run_bot(name: str, args: argparse.Namespace, bot_cpus: set[int] | None
                 )
                 with harness_gc_paused():
                     real = await realistic(
-                        standin, group, args.warmup, args.seconds, args.tap_interval, args.seed, meter, lag, errors, hook
+                        standin,
+                        group,
+                        args.warmup,
+                        args.seconds,
+                        args.tap_interval,
+                        args.seed,
+                        meter,
+                        lag,
+                        errors,
+                        hook,
                     )
                 audit(standin, errors, notes)
                 _per_update(real, real["taps_per_s"])

@@ -20,7 +20,24 @@ Func = tuple[str, int, str]  # (file, line, function) as pstats names it
 
 # Checked in order: the first fragment found in a function's file names its stage.
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("http", ("/telegram/request/", "/httpx/", "/httpcore/", "/h11/", "/anyio/", "/sniffio/", "/idna/")),
+    (
+        "http",
+        (
+            "/telegram/request/",
+            "/bot/transport.py",
+            "/httpx/",
+            "/httpcore/",
+            "/h11/",
+            "/anyio/",
+            "/sniffio/",
+            "/idna/",
+            "/aiohttp/",
+            "/yarl/",
+            "/multidict/",
+            "/aiosignal/",
+            "/frozenlist/",
+        ),
+    ),
     ("ptb", ("/telegram/",)),
     ("sqlite", ("/aiosqlite/", "/bot/storage/", "/sqlite3/")),
     (
