@@ -73,6 +73,7 @@ import gc
 import json
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -534,7 +535,9 @@ async def run_bot(name: str, args: argparse.Namespace, bot_cpus: set[int] | None
     lag = LoopLag()
     process: subprocess.Popen | None = None
     result: dict = {}
-    command = BOTS[name]
+    command = BOTS["coursebot" if name == "baseline" else name]
+    # The baseline is coursebot as another checkout has it (python -m bot imports the bot from its folder).
+    cwd = args.baseline if name == "baseline" else ROOT
     profile: Path | None = None
     if args.profile and name == "coursebot":
         profile = workdir / f"{name}.pstats"
@@ -554,7 +557,7 @@ async def run_bot(name: str, args: argparse.Namespace, bot_cpus: set[int] | None
             with open(stderr_path, "wb") as stderr:
                 process = subprocess.Popen(
                     command,
-                    cwd=ROOT,
+                    cwd=cwd,
                     env=env,
                     stdin=subprocess.DEVNULL,
                     stdout=stderr,
@@ -658,6 +661,8 @@ async def run_bot(name: str, args: argparse.Namespace, bot_cpus: set[int] | None
                 profiled = await open_loop(readers, toggle)
                 plain = result["realistic"] if "realistic" in result else result["scale"][-1]
                 result["profile"] = stages(profile, profiled, plain)
+                if args.profile_out is not None and profile.exists():
+                    shutil.copyfile(profile, args.profile_out)
         finally:
             await lag.stop()
             if process is not None:
@@ -693,10 +698,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-pin", action="store_true", help="do not pin the bot and the harness to separate CPUs")
     p.add_argument("--only", choices=sorted(BOTS), help="benchmark one bot only (no ratio)")
     p.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="DIR",
+        help="also measure coursebot as another checkout has it (e.g. a git worktree of main), in the same run, "
+        "between coursebot and the framework: baseline_* figures and coursebot's CPU per update over the baseline's",
+    )
+    p.add_argument(
         "--profile",
         action="store_true",
         help="after the measurement, profile coursebot in a second open-loop phase: CPU per update by stage",
     )
+    p.add_argument("--profile-out", type=Path, metavar="PATH", help="with --profile: keep the pstats file there")
     p.add_argument(
         "--scale",
         help="comma-separated learner counts (e.g. 200,1000,2000): only the open loop, at each count in turn, "
@@ -783,12 +796,12 @@ def cpu_plan(no_pin: bool) -> tuple[set[int] | None, set[int] | None]:
     return {cpus[-1]}, set(cpus[:-1])
 
 
-def scale_table(counts: list[int], course: dict | None, frame: dict | None) -> list[dict]:
+def scale_table(counts: list[int], course: dict | None, base: dict | None, frame: dict | None) -> list[dict]:
     """One row per learner count: each bot's CPU per update and latency, and coursebot's over the framework's."""
     rows = []
     for i, n in enumerate(counts):
         row: dict = {"learners": n}
-        for prefix, result in (("", course), ("framework_", frame)):
+        for prefix, result in (("", course), ("baseline_", base), ("framework_", frame)):
             if result:
                 phase = result["scale"][i]
                 row.update(
@@ -802,6 +815,8 @@ def scale_table(counts: list[int], course: dict | None, frame: dict | None) -> l
                 )
         if course and frame and row["framework_cpu_ms_per_update"] and row["cpu_ms_per_update"]:
             row["cpu_ratio"] = round(row["cpu_ms_per_update"] / row["framework_cpu_ms_per_update"], 3)
+        if course and base and row["baseline_cpu_ms_per_update"] and row["cpu_ms_per_update"]:
+            row["cpu_over_baseline"] = round(row["cpu_ms_per_update"] / row["baseline_cpu_ms_per_update"], 3)
         rows.append(row)
     return rows
 
@@ -811,14 +826,25 @@ async def main_async(args: argparse.Namespace) -> dict:
     if harness_cpus:
         os.sched_setaffinity(0, harness_cpus)
     names = [args.only] if args.only else ["coursebot", "framework"]
+    if args.baseline is not None:
+        names.insert(1, "baseline")
     results = {}
     with tempfile.TemporaryDirectory(prefix="coursebot-bench-") as tmp:
         for name in names:
             results[name] = await run_bot(name, args, bot_cpus, Path(tmp))
     out: dict = {}
-    course, frame = results.get("coursebot"), results.get("framework")
+    course, frame, base = results.get("coursebot"), results.get("framework"), results.get("baseline")
     if args.scale:
-        out["scale"] = scale_table(args.scale, course, frame)
+        out["scale"] = scale_table(args.scale, course, base, frame)
+    if base and not args.scale:
+        out.update(
+            baseline_updates_per_s=base["saturation"]["updates_per_s"],
+            baseline_p50_ms=base["realistic"]["p50_ms"],
+            baseline_p99_ms=base["realistic"]["p99_ms"],
+        )
+        if course:
+            per_c, per_b = course["realistic"]["bot_cpu_ms_per_update"], base["realistic"]["bot_cpu_ms_per_update"]
+            out["cpu_over_baseline"] = round(per_c / per_b, 3) if per_c and per_b else None
     if course and "profile" in course:
         out["cpu_ms_per_update_by_stage"] = course["profile"].get("ms_per_update")
     if course and not args.scale:
