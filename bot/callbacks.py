@@ -73,25 +73,35 @@ class CallbackData:
         cls = CallbackData._by_prefix.get(prefix)
         if cls is None:
             raise CallbackDataError(f"unknown callback prefix in {data!r}")
-        declared = fields(cls)
+        declared = _field_types(cls)
         if len(values) != len(declared) or not all(_FIELD.fullmatch(v) for v in values):
             raise CallbackDataError(f"malformed callback data {data!r}")
         parsed: dict[str, object] = {}
-        types = get_type_hints(cls)
-        for f, value in zip(declared, values, strict=True):
-            kind = types[f.name]
+        for (name, kind), value in zip(declared, values, strict=True):
             if kind is int:
                 if not value.isdigit():
-                    raise CallbackDataError(f"{f.name} must be a number in {data!r}")
-                parsed[f.name] = int(value)
+                    raise CallbackDataError(f"{name} must be a number in {data!r}")
+                parsed[name] = int(value)
             elif isinstance(kind, type) and issubclass(kind, Enum):
                 try:
-                    parsed[f.name] = kind(value)
+                    parsed[name] = kind(value)
                 except ValueError:
-                    raise CallbackDataError(f"{f.name} must be one of {[m.value for m in kind]} in {data!r}") from None
+                    raise CallbackDataError(f"{name} must be one of {[m.value for m in kind]} in {data!r}") from None
             else:
-                parsed[f.name] = value
+                parsed[name] = value
         return cls(**parsed)
+
+
+_FIELD_TYPES: dict[type[CallbackData], tuple[tuple[str, object], ...]] = {}
+
+
+def _field_types(cls: type[CallbackData]) -> tuple[tuple[str, object], ...]:
+    """Each field of a callback kind with its type, in order (resolving the annotations compiles them: once)."""
+    found = _FIELD_TYPES.get(cls)
+    if found is None:
+        types = get_type_hints(cls)
+        found = _FIELD_TYPES[cls] = tuple((f.name, types[f.name]) for f in fields(cls))
+    return found
 
 
 @dataclass(frozen=True)
