@@ -227,3 +227,23 @@ def test_the_database_size_benchmark_measures_learners_who_took_the_whole_course
         assert positive(tables[table]["rows_per_learner"]), (table, tables)
         assert positive(tables[table]["bytes_per_learner"]), (table, tables)
     assert positive(result["updates_per_learner"])
+
+
+def test_flows_benchmark_counts_reads_and_writes_per_update_before_and_after():
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "flows.py"), "--quick", "--no-cpu"],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    for tree in ("before", "after"):
+        for kind in ("slide", "drill"):
+            figures = result[tree][kind]
+            assert figures["reads"] >= 1 and figures["writes"] >= 1, (tree, kind, figures)
+            assert figures["inbox_writes"] >= 1, (tree, kind, figures)  # the inbox is counted apart, not dropped
+    assert set(result["ratios"]) >= {"slide", "drill"}
+    assert set(result["met"]) == {"slide", "drill"}

@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Self, TypeAlias
+from typing import Any, Self, TypeAlias, TypeVar, cast
 
 import aiosqlite
 
@@ -25,6 +25,8 @@ from bot.storage.migrations import MIGRATIONS
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 5000
+
+T = TypeVar("T")
 
 
 Params: TypeAlias = tuple[Any, ...] | dict[str, Any]
@@ -142,6 +144,36 @@ class Engine:
             finally:
                 if to_disk:
                     await self._conn.execute("PRAGMA synchronous = NORMAL")
+
+    async def _transaction(self, work: Callable[[sqlite3.Connection], T], *, to_disk: bool = False) -> T:
+        """Run ``work`` on the database's thread as one transaction, one writer at a time, in one hop.
+
+        An update's write is several statements; run one by one, each would cost a round trip to the database
+        thread (and the CPU of one on the event loop). Here they all run there in one go: ``work`` gets the
+        connection, runs its statements (bound, as everywhere) and may raise to roll everything back. ``to_disk`` as
+        for ``_write``.
+        """
+        async with self._writer:
+            # aiosqlite runs a function on its thread with _execute: its own methods are built on it.
+            done = await self._conn._execute(self._run_transaction, work, to_disk)  # type: ignore[no-untyped-call]
+            return cast(T, done)
+
+    def _run_transaction(self, work: Callable[[sqlite3.Connection], T], to_disk: bool) -> T:
+        raw = self._conn._conn  # the sqlite3 connection, on its own thread here
+        if to_disk:
+            raw.execute("PRAGMA synchronous = FULL")
+        try:
+            raw.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(raw)
+            except BaseException:
+                raw.execute("ROLLBACK")
+                raise
+            raw.execute("COMMIT")
+            return result
+        finally:
+            if to_disk:
+                raw.execute("PRAGMA synchronous = NORMAL")
 
     async def _write_one(self, sql: str, params: Params = ()) -> int:
         """Run one statement as its own transaction (autocommit); return the rows it changed.

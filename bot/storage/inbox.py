@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sqlite3
 from collections.abc import Sequence
 
 from bot.storage.engine import Engine, timestamp
@@ -21,15 +22,20 @@ class InboxQueries(Engine):
             return set()
         ids = json.dumps([update_id for update_id, _ in updates])
         # Telegram forgets an update once the next getUpdates confirms it, so it must be on disk by then.
-        async with self._write(to_disk=True) as conn:
-            known = await conn.execute_fetchall(
+        received = timestamp(now)
+
+        def store(conn: sqlite3.Connection) -> set[int]:
+            known = conn.execute(
                 "SELECT update_id FROM inbox WHERE update_id IN (SELECT value FROM json_each(?))", (ids,)
-            )
+            ).fetchall()
             fresh = {update_id for update_id, _ in updates} - {row[0] for row in known}
-            await conn.executemany(
+            conn.executemany(
                 "INSERT INTO inbox (update_id, payload, received_at) VALUES (?, ?, ?)",
-                [(update_id, payload, timestamp(now)) for update_id, payload in updates if update_id in fresh],
+                [(update_id, payload, received) for update_id, payload in updates if update_id in fresh],
             )
+            return fresh
+
+        fresh = await self._transaction(store, to_disk=True)
         return fresh
 
     async def unhandled_updates(
