@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/bot.py [--quick] [--learners N] [--seconds S] [--sat-seconds S] [--seed N]
                                   [--low-learners N] [--tap-interval S] [--no-pin] [--only BOT] [--bot-env K=V]
-                                  [--profile] [--scale N,N,...]
+                                  [--profile [--profile-out F] [--profile-learners N]] [--scale N,N,...]
+                                  [--baseline DIR]
 
 Prints ONE JSON object on stdout (progress goes to stderr):
 
@@ -43,6 +44,9 @@ Prints ONE JSON object on stdout (progress goes to stderr):
 * ``--scale 200,1000,2000``: instead of the phases above, the open loop only, at each learner count in turn
   (the first N learners of one bot process), for each bot: ``scale`` is a table of CPU per update, p50/p99
   and coursebot's CPU per update over the framework's (``cpu_ratio``).
+
+* ``--baseline DIR``: coursebot as another checkout has it (``git worktree add DIR d18d507``, say) is measured
+  too, the same way, between coursebot and the framework: ``baseline_*`` figures, ``cpu_over_baseline``.
 
 Each bot runs as a subprocess (``python -m bot run``; ``python -m bench.framework_bot``)
 against its own fresh stand-in, with a temporary COURSEBOT_DB, COURSEBOT_LOG_LEVEL=WARNING and
