@@ -7,6 +7,7 @@ the request, fail it, ask for a Retry-After). Durations are compressed through t
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -106,11 +107,11 @@ def _text(update: dict) -> str:
 
 
 async def test_set_info_delete_and_get_updates_refused_while_set(standin, bot, receiver):
-    with pytest.raises(BadRequest, match="(?i)https url must be provided"):
+    with pytest.raises(BadRequest, match=r"(?i)https url must be provided"):
         await bot.set_webhook("http://example.com/hook")
-    with pytest.raises(BadRequest, match="(?i)secret token contains unallowed characters"):
+    with pytest.raises(BadRequest, match=r"(?i)secret token contains unallowed characters"):
         await bot.set_webhook(receiver.url, secret_token="no spaces")
-    with pytest.raises(BadRequest, match="(?i)secret token is too long"):
+    with pytest.raises(BadRequest, match=r"(?i)secret token is too long"):
         await bot.set_webhook(receiver.url, secret_token="a" * 257)
     ada = standin.learner(1, "Ada")
     await ada.send("kept")
@@ -201,7 +202,7 @@ async def test_failures_back_off_and_retry_after_is_honoured(standin, bot, recei
     await standin.learner(1, "Ada").send("hello")
     await receiver.wait(lambda: len(receiver.deliveries) == 5, timeout=10)
     times = [d.at for d in receiver.deliveries]
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     # Telegram: again at once, then 2 s, then 4 s (doubling from 1 s), then Retry-After's 10 s.
     assert gaps[0] < 2 * scale
     assert 2 * scale <= gaps[1] < 4 * scale
@@ -266,6 +267,7 @@ async def test_a_button_press_expires_after_150_s_and_a_message_does_not(standin
     assert standin.updates.history[dropped]["callback_query"]["id"] == query_id.query_id
     # The message is still being retried.
     assert (await bot.get_webhook_info()).pending_update_count == 1
+
     def message_tries() -> int:
         return len([d for d in receiver.deliveries if "message" in d.update])
 

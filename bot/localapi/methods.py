@@ -303,7 +303,8 @@ class BotApi:
     async def set_webhook(self, params: Json) -> bool:
         url = string(params, "url") or ""
         if not url:
-            return await self.delete_webhook(params)
+            await self.delete_webhook(params)  # an empty url deletes the webhook, as deleteWebhook does
+            return True
         problem = webhooks.check_url(url)
         secret = string(params, "secret_token") or ""
         problem = problem or webhooks.check_secret(secret)
