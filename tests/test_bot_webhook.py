@@ -3,7 +3,6 @@ each update in its inbox before answering, checks the secret, and takes a redeli
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import signal
