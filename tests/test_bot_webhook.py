@@ -187,3 +187,18 @@ async def test_a_bot_killed_after_storing_an_update_gets_it_again_and_handles_it
             assert standin.updates.pending_count == 0
     finally:
         await proxy.server.stop()
+
+
+async def test_the_web_chat_works_in_webhook_mode(tmp_path):
+    from bot.webchat.local import local_course
+    from tests.test_webchat import course_config, open_page
+
+    config = replace(course_config(tmp_path), webhook_listen=("127.0.0.1", free_port()), webhook_secret=SECRET)
+    async with local_course(config) as course:
+        assert course.api.webhook is not None
+        assert course.api.webhook.url == f"http://127.0.0.1:{config.webhook_listen[1]}/"
+        async with open_page(course) as page:
+            await page.hello()
+            menu = await page.send("/start", "Welcome!")
+            await page.tap(menu, "Start the course", "1 /")
+        assert course.api.webhook.stats.delivered >= 2  # the /start and the tap, by webhook
