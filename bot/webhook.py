@@ -11,6 +11,9 @@ queued in memory and drops that queue at shutdown, so a crash loses what it ackn
 * the database failing: 500, so Telegram tries again later;
 * otherwise the update is stored, handed to the application, and answered 200.
 
+Requests that arrive while a commit is under way are stored together by the next one (a group commit): Telegram
+keeps up to max_connections requests in flight, and each would otherwise wait for a sync of its own.
+
 Telegram sends only the head of each queue (chat, user's button presses, poll) and waits for the answer, so
 answering once the update is stored, before it is handled, keeps one learner's updates coming in order while
 PerLearnerOrder serialises their handling. Setting the webhook is a deploy step (``coursebot webhook set``), never
@@ -72,6 +75,8 @@ class WebhookReceiver:
         self._heartbeat_s = heartbeat_s
         self._server: HttpServer | None = None
         self._heartbeat: asyncio.Task[None] | None = None
+        self._waiting: list[tuple[Update, asyncio.Future[None]]] = []  # requests whose update is not stored yet
+        self._writer: asyncio.Task[None] | None = None
         self._said = ""  # the last thing the heartbeat logged, so a lasting problem is one line, not one a beat
 
     @property
@@ -97,6 +102,10 @@ class WebhookReceiver:
         server, self._server = self._server, None
         if server is not None:
             await server.stop()
+        writer = self._writer
+        if writer is not None:
+            with contextlib.suppress(sqlite3.Error):
+                await writer  # what was being stored is handed over before the application stops
 
     async def _handle(self, request: web.BaseRequest) -> web.Response:
         if request.method != "POST":
@@ -115,8 +124,7 @@ class WebhookReceiver:
             log.warning("webhook: refused a request that is not a Telegram update: %s", str(exc)[:200])
             return web.Response(status=400, text="not a Telegram update")
         try:
-            # Shielded: a client that hangs up mid-way must not leave the update stored yet never handed over.
-            await asyncio.shield(self._store(update))
+            await self._store(update)
         except sqlite3.Error as exc:
             # Not stored, so not acknowledged: Telegram sends it again.
             log.warning(
@@ -126,8 +134,30 @@ class WebhookReceiver:
         return web.Response(text="ok")
 
     async def _store(self, update: Update) -> None:
-        for fresh in await self._inbox.accept([update]):
-            self._queue.put_nowait(fresh)
+        """Store ``update`` with whatever other requests are waiting: one synced commit for all of them."""
+        done = asyncio.get_running_loop().create_future()
+        self._waiting.append((update, done))
+        if self._writer is None or self._writer.done():
+            # A task of its own: a client that hangs up mid-way cancels its request, never a batch half handed over.
+            self._writer = asyncio.get_running_loop().create_task(self._write(), name="webhook: inbox")
+        await done
+
+    async def _write(self) -> None:
+        while self._waiting:
+            batch, self._waiting = self._waiting, []
+            unique = list({update.update_id: update for update, _ in batch}.values())
+            try:
+                fresh = await self._inbox.accept(unique)
+            except sqlite3.Error as exc:
+                for _, done in batch:
+                    if not done.done():
+                        done.set_exception(exc)
+                continue
+            for stored in fresh:
+                self._queue.put_nowait(stored)
+            for _, done in batch:
+                if not done.done():
+                    done.set_result(None)
 
     async def _beat(self) -> None:
         while True:

@@ -196,3 +196,28 @@ def test_the_disk_benchmark_measures_a_neighbour_quiet_and_beside_a_flooding_job
     for key in ("fsync_p90_ratio", "read_p90_ratio", "unlimited_fsync_p90_ratio", "flood_mib_per_s"):
         assert math.isfinite(result[key]) and result[key] > 0, (key, result)
     assert isinstance(result["targets_met"], bool)  # reported, not asserted: timing belongs to the bench
+
+
+def test_the_webhook_benchmark_compares_polling_and_webhook_in_one_run():
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "webhook.py"), "--quick", "--learners", "6", "--seconds", "1"],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    for mode in ("polling", "webhook"):
+        figures = result[mode]
+        assert figures["updates_per_s"] > 0 and 0 < figures["p50_ms"] <= figures["p99_ms"], (mode, figures)
+    assert math.isclose(
+        result["webhook_over_polling_updates_ratio"],
+        result["webhook"]["updates_per_s"] / result["polling"]["updates_per_s"],
+        rel_tol=0.01,
+    )
+    assert result["errors"] == 0, result["details"]
+    # The webhook run really was one, and the polling run was not.
+    assert result["details"]["webhook"]["webhook_delivered"] > 0
+    assert result["details"]["polling"]["webhook_delivered"] == 0
