@@ -3,6 +3,7 @@ each update in its inbox before answering, checks the secret, and takes a redeli
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import signal
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+import telegram
 from aiohttp import web
 
 from bot import webhook_deploy
@@ -21,6 +23,9 @@ from bot.config import Config
 from bot.http_server import HttpServer
 from bot.library.load import load_valid
 from bot.localapi import SECRET_HEADER, WebhookTiming
+from bot.storage.db import Database
+from bot.updates import Inbox
+from bot.webhook import WebhookReceiver
 from tests.botprocess import BotProcess, bot_env, wait_until
 from tests.conftest import LESSONS, LOCALES, running
 from tests.journey import answer_quiz, read_slides, send_and_wait, tap_and_wait_edit
@@ -202,3 +207,23 @@ async def test_the_web_chat_works_in_webhook_mode(tmp_path):
             menu = await page.send("/start", "Welcome!")
             await page.tap(menu, "Start the course", "1 /")
         assert course.api.webhook.stats.delivered >= 2  # the /start and the tap, by webhook
+
+
+async def test_the_heartbeat_asks_telegram_when_it_is_silent_and_says_a_missing_webhook_once(standin, config, caplog):
+
+    db = await Database.open(config.db_path)
+    bot = telegram.Bot(standin.token, base_url=standin.base_url)
+    receiver = WebhookReceiver(
+        bot, Inbox(db), asyncio.Queue(), host="127.0.0.1", port=0, secret=SECRET, silence=lambda: None,
+        heartbeat_s=0.05,
+    )  # fmt: skip
+    try:
+        with caplog.at_level(logging.WARNING, logger="bot.webhook"):
+            await receiver.start()
+            await standin.wait_call("getWebhookInfo")
+            await standin.wait_call("getWebhookInfo")
+        said = [r.getMessage() for r in caplog.records if r.name == "bot.webhook"]
+        assert said == ["webhook: no webhook is set, so no update arrives; run coursebot webhook set URL once"]
+    finally:
+        await receiver.stop()
+        await db.close()

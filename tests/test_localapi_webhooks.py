@@ -300,3 +300,20 @@ async def test_a_delivery_without_the_secret_never_happens(standin, bot, receive
     await standin.learner(1, "Ada").send("again")
     await receiver.wait(lambda: len(receiver.deliveries) == 2)
     assert receiver.deliveries[1].secret is None
+
+
+async def test_an_answer_that_takes_longer_than_60_s_counts_as_a_failure_and_the_update_comes_again(
+    standin, bot, receiver
+):
+    scale = 0.01  # Telegram waits 60 s for an answer: 0.6 s here
+    standin.webhook_timing = WebhookTiming(scale=scale)
+    release = _held(receiver, lambda update: len(receiver.deliveries) == 1)
+    await bot.set_webhook(receiver.url)
+    update_id = await standin.learner(1, "Ada").send("slow")
+    await receiver.wait(lambda: len(receiver.deliveries) == 2, timeout=5)
+    first, second = receiver.deliveries
+    assert first.update["update_id"] == second.update["update_id"] == update_id
+    assert 60 * scale - 0.05 <= second.at - first.at < 60 * scale + 0.5  # timed from the send, not the arrival
+    release.set()
+    await standin.settle()
+    assert standin.updates.pending_count == 0
