@@ -364,7 +364,9 @@ class BotApi:
                 info["last_error_date"] = delivery.stats.last_error_date
                 info["last_error_message"] = delivery.stats.last_error_message
             info["max_connections"] = delivery.max_connections
-            info["ip_address"] = "127.0.0.1"
+            host = webhooks.ip_literal(delivery.url)
+            if host:
+                info["ip_address"] = host  # Telegram's resolved address; a name is not resolved here
         if self.updates.allowed != DEFAULT_UPDATE_TYPES:
             info["allowed_updates"] = sorted(self.updates.allowed)
         return info

@@ -116,6 +116,15 @@ def check_url(url: str) -> str:
     return "bad webhook: An HTTPS URL must be provided for webhook"
 
 
+def ip_literal(url: str) -> str:
+    """The IP address ``url`` names, or "" when it names a host."""
+    host = urlsplit(url).hostname or ""
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        return ""
+
+
 def _local_host(host: str) -> bool:
     if host == "localhost":
         return True
