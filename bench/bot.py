@@ -547,10 +547,40 @@ async def _stop(process: subprocess.Popen) -> None:
         process.wait(5)
 
 
-async def run_bot(name: str, args: argparse.Namespace, bot_cpus: set[int] | None, workdir: Path) -> dict:
+WEBHOOK_SECRET = "bench-webhook-secret"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def _point_webhook(standin: BotApiStandin, port: int, process: subprocess.Popen) -> None:
+    """Once the bot listens on ``port``, set the stand-in's webhook to it (the deploy step)."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise BotFailed(f"the bot never listened for webhooks on port {port}") from None
+            await asyncio.sleep(0.05)
+            continue
+        writer.close()
+        break
+    await standin.set_webhook({"url": f"http://127.0.0.1:{port}/", "secret_token": WEBHOOK_SECRET})
+
+
+async def run_bot(
+    name: str, args: argparse.Namespace, bot_cpus: set[int] | None, workdir: Path, *, webhook: bool = False
+) -> dict:
+    """Measure bot ``name``; with ``webhook``, coursebot in webhook mode (the stand-in delivering as Telegram does)."""
     errors = Errors()
     notes: Counter = Counter()
-    stderr_path = workdir / f"{name}.stderr"
+    stderr_path = workdir / f"{name}{'-webhook' if webhook else ''}.stderr"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "COURSEBOT_"))}
     lag = LoopLag()
     process: subprocess.Popen | None = None
@@ -573,6 +603,10 @@ async def run_bot(name: str, args: argparse.Namespace, bot_cpus: set[int] | None
             PYTHONUNBUFFERED="1",
         )
         env.update(args.bot_env)
+        port = _free_port()
+        if webhook:
+            env.update(COURSEBOT_WEBHOOK_LISTEN=f"127.0.0.1:{port}", COURSEBOT_WEBHOOK_SECRET=WEBHOOK_SECRET)
+            env["COURSEBOT_DB"] = str(workdir / f"{name}-webhook" / "coursebot.sqlite3")
         try:
             with open(stderr_path, "wb") as stderr:
                 process = subprocess.Popen(
@@ -588,6 +622,8 @@ async def run_bot(name: str, args: argparse.Namespace, bot_cpus: set[int] | None
             # The stand-in records a call when it is answered, and the first long poll is answered only
             # when updates come: so the learners write at once, and their updates wait for the bot.
             started = time.monotonic()
+            if webhook:
+                await _point_webhook(standin, port, process)
             opening = asyncio.ensure_future(open_course(standin, [10_001 + i for i in range(args.learners)]))
             while not opening.done():
                 if process.poll() is not None:
@@ -671,6 +707,7 @@ async def run_bot(name: str, args: argparse.Namespace, bot_cpus: set[int] | None
                 low = await saturate(readers[: args.low_learners]) if args.low_learners < len(readers) else None
                 real = await open_loop(readers)
                 result = {"saturation": sat, "saturation_low": low, "realistic": real}
+            result["webhook_delivered"] = standin.webhook.stats.delivered if standin.webhook else 0
             if profile is not None:
                 # Again, profiled: the profiler slows the bot, so its figures are shares of the unprofiled CPU.
                 pid = process.pid

@@ -250,6 +250,31 @@ def test_flows_benchmark_counts_reads_and_writes_per_update_before_and_after():
     assert set(result["met"]) == {"slide", "drill"}
 
 
+def test_the_webhook_benchmark_compares_polling_and_webhook_in_one_run():
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "webhook.py"), "--quick", "--learners", "6", "--seconds", "1"],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    for mode in ("polling", "webhook"):
+        figures = result[mode]
+        assert figures["updates_per_s"] > 0 and 0 < figures["p50_ms"] <= figures["p99_ms"], (mode, figures)
+    assert math.isclose(
+        result["webhook_over_polling_updates_ratio"],
+        result["webhook"]["updates_per_s"] / result["polling"]["updates_per_s"],
+        rel_tol=0.01,
+    )
+    assert result["errors"] == 0, result["details"]
+    # The webhook run really was one, and the polling run was not.
+    assert result["details"]["webhook"]["webhook_delivered"] > 0
+    assert result["details"]["polling"]["webhook_delivered"] == 0
+
+
 @pytest.mark.skipif(haproxy_binary() is None, reason="haproxy is not installed (.ci/run installs it)")
 def test_the_runner_hosts_benchmark_times_each_path_and_reports_the_ratios():
     result = bench("runner_hosts", "--seconds", "0.6", "--rounds", "1", "--clients", "2")
