@@ -17,13 +17,14 @@ import logging
 import os
 import re
 import signal
+import socket
 import stat
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import logs, protocol, trace
+from . import logs, protocol, sandbox, trace
 from .backend import Backend
 from .config import TcpAddress, UnixAddress, parse_address
 from .errors import InvalidRequest, ProtocolError, RunnerConfigError, RunnerError, Unauthorized
@@ -324,14 +325,23 @@ class Service:
         where = parse_address(address)
         if isinstance(where, UnixAddress):
             path = where.path
-            with contextlib.suppress(FileNotFoundError):
-                if stat.S_ISSOCK(os.lstat(path).st_mode):
-                    os.unlink(path)
+            # A root runner (per-slot uids) with no CAP_DAC_OVERRIDE, as in the image, makes its socket as the
+            # folder's owner: the image's user, who alone may connect (the bot, the health check).
+            folder = os.stat(os.path.dirname(os.path.abspath(path)))
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
             old = os.umask(0o177)  # the socket is ours alone (0600)
             try:
-                server = await asyncio.start_unix_server(self.handle, path=path, backlog=BACKLOG)
+                with sandbox.filesystem_ids(folder.st_uid, folder.st_gid):
+                    with contextlib.suppress(FileNotFoundError):
+                        if stat.S_ISSOCK(os.lstat(path).st_mode):
+                            os.unlink(path)
+                    sock.bind(path)
+            except BaseException:
+                sock.close()
+                raise
             finally:
                 os.umask(old)
+            server = await asyncio.start_unix_server(self.handle, sock=sock, backlog=BACKLOG)
         else:
             if self._token is None:
                 raise RunnerConfigError(
