@@ -26,6 +26,7 @@ from .floodlimit import FloodLimit
 from .methods import METHODS, BotApi
 from .params import read_params
 from .store import StateStore
+from .webhooks import WebhookTiming
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +50,14 @@ class BotApiServer(BotApi):
         strict_html: bool = True,
         store: StateStore | None = None,
         flood: FloodLimit | None = None,
+        webhook_timing: WebhookTiming | None = None,
     ):
         super().__init__(token, bot_username, bot_first_name, strict_html)
         # Telegram's 429s for a bot sending too fast (bot.localapi.floodlimit), when given one (on its own clock,
         # in tests); None: no flood limit, as tests that fire hundreds of calls at one chat need.
         self.flood = flood
+        if webhook_timing is not None:
+            self.webhook_timing = webhook_timing
         self.host = host
         self.port = port
         self.store = store
@@ -86,6 +90,7 @@ class BotApiServer(BotApi):
     async def stop(self) -> None:
         """Stop listening and save what is still unsaved; safe to call twice."""
         self.close_poll_timers()
+        await self._stop_webhook()
         self.updates.release()  # answer a waiting long poll so shutdown does not wait for it
         server, self._server = self._server, None
         if server is not None:
