@@ -1,36 +1,31 @@
-"""Learner progress in one SQLite file, through aiosqlite: one connection, one writer, every value bound.
+"""Learner progress in one SQLite file (the default) or one PostgreSQL database, every value bound.
 
-Rows are read by column name (sqlite3.Row) into the records of bot.learner; each method that changes a
-learner's state performs one step of a machine in bot.states, in one transaction.
+The queries are written once for both engines (bot.storage.engine). Rows are read by column name into the records
+of bot.learner; each method that changes a learner's state performs one step of a machine in bot.states, in one
+transaction.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
-import json
 import logging
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager, closing
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager, closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeAlias
-
-import aiosqlite
+from typing import TypeAlias
 
 from bot.course.model import Course
 from bot.errors import StorageError
 from bot.learner import Answer, DrillProgress, EventKind, Learner, LessonProgress, ReaderView, SentPoll
+from bot.storage.engine import PURGE_LOCK, Engine, Params, Row, Transaction, is_url
 from bot.storage.migrations import MIGRATIONS
+from bot.storage.migrations_pg import POSTGRES_MIGRATIONS
+from bot.storage.sqlite import BUSY_TIMEOUT_MS, SqliteEngine
 
 log = logging.getLogger(__name__)
-
-BUSY_TIMEOUT_MS = 5000
-
-
-Params: TypeAlias = tuple[Any, ...] | dict[str, Any]
 # What time it is, as an aware datetime; tests pass their own so no test waits for time to pass.
 Clock: TypeAlias = Callable[[], dt.datetime]
 
@@ -45,7 +40,7 @@ def timestamp(moment: dt.datetime) -> str:
     return moment.astimezone(dt.UTC).isoformat(timespec="milliseconds")
 
 
-def _learner(row: sqlite3.Row) -> Learner:
+def _learner(row: Row) -> Learner:
     return Learner(
         user_id=row["user_id"],
         chat_id=row["chat_id"],
@@ -63,7 +58,7 @@ def _learner(row: sqlite3.Row) -> Learner:
     )
 
 
-def _lesson_progress(row: sqlite3.Row) -> LessonProgress:
+def _lesson_progress(row: Row) -> LessonProgress:
     completed_at = row["completed_at"]
     return LessonProgress(
         lesson_id=row["lesson_id"],
@@ -76,7 +71,7 @@ def _lesson_progress(row: sqlite3.Row) -> LessonProgress:
     )
 
 
-def _sent_poll(row: sqlite3.Row) -> SentPoll:
+def _sent_poll(row: Row) -> SentPoll:
     return SentPoll(
         poll_id=row["poll_id"],
         user_id=row["user_id"],
@@ -86,7 +81,7 @@ def _sent_poll(row: sqlite3.Row) -> SentPoll:
     )
 
 
-def _answer(row: sqlite3.Row) -> Answer:
+def _answer(row: Row) -> Answer:
     return Answer(
         lesson_id=row["lesson_id"],
         question_id=row["question_id"],
@@ -111,7 +106,7 @@ class Recorded:
     remaining: tuple[str, ...] | None  # the questions left, or None: its poll was not the one awaited
 
 
-def _drill_progress(row: sqlite3.Row) -> DrillProgress:
+def _drill_progress(row: Row) -> DrillProgress:
     return DrillProgress(
         placed=tuple(int(i) for i in row["placed"].split()),
         ruled_out=frozenset(int(i) for i in row["ruled_out"].split()),
@@ -124,133 +119,86 @@ def _drill_progress(row: sqlite3.Row) -> DrillProgress:
 
 
 class Database:
-    """The progress database. Open it once with ``await Database.open(path)``; ``close()`` is idempotent."""
+    """The progress database. Open it once with ``await Database.open(path or URL)``; ``close()`` is idempotent."""
 
-    def __init__(self, conn: aiosqlite.Connection, path: Path, clock: Clock = utc_now, events_days: int | None = None):
-        self._conn = conn
-        self.path = path
+    def __init__(self, engine: Engine, clock: Clock = utc_now, events_days: int | None = None):
+        self.engine = engine
+        # The SQLite file (None on PostgreSQL); ``where`` names either, for messages.
+        self.path = engine.path if isinstance(engine, SqliteEngine) else None
+        self.where = engine.where
         self.clock = clock
         # How long learning events are kept: None keeps them, 0 records none (bot.config: COURSEBOT_EVENTS_DAYS).
         self.events_days = events_days
-        self._writer = asyncio.Lock()
-        self._closed = False
 
     def _now(self) -> str:
         return timestamp(self.clock())
 
     @classmethod
-    async def open(cls, path: Path, *, clock: Clock = utc_now, events_days: int | None = None) -> Database:
-        """Open (creating if needed) and migrate the database at ``path``.
+    async def open(
+        cls, target: Path | str, *, clock: Clock = utc_now, events_days: int | None = None, pool_size: int = 10
+    ) -> Database:
+        """Open (creating if needed) and migrate the database: an SQLite file's path, or a ``postgresql://`` URL.
 
-        ``clock`` stamps every write; learning events are kept ``events_days`` days (None: for good).
+        ``clock`` stamps every write; learning events are kept ``events_days`` days (None: for good);
+        ``pool_size`` is how many PostgreSQL connections this process holds at most.
         """
-        path = Path(path)
+        engine: Engine
+        if is_url(target):
+            # Imported only when chosen: a bot on SQLite never loads psycopg.
+            from bot.storage.postgres import PostgresEngine
+
+            engine = await PostgresEngine.open(str(target), pool_size=pool_size)
+        else:
+            engine = await SqliteEngine.open(Path(target))
+        db = cls(engine, clock, events_days)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # isolation_level=None: transactions are explicit, so each write decides its own.
-            conn = await aiosqlite.connect(path, isolation_level=None)
-        except (OSError, sqlite3.Error) as exc:
-            raise StorageError(f"cannot open the database {path}: {exc}") from exc
-        conn.row_factory = sqlite3.Row
-        db = cls(conn, path, clock, events_days)
-        try:
-            # PRAGMA takes no bound parameters; the value is our own integer.
-            await conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_MS)}")
-            mode = await db._one("PRAGMA journal_mode = WAL")
-            if mode is None or mode["journal_mode"].lower() != "wal":
-                log.warning("SQLite refused WAL mode for %s (journal_mode=%s)", path, mode and mode["journal_mode"])
-            await conn.execute("PRAGMA synchronous = NORMAL")
-            await conn.execute("PRAGMA foreign_keys = ON")
             await db._migrate()
         except sqlite3.DatabaseError as exc:
-            await conn.close()
-            raise StorageError(f"the database {path} is unusable: {exc}") from exc
+            await engine.close()
+            raise StorageError(f"the database {engine.where} is unusable: {exc}") from exc
         except BaseException:
-            await conn.close()
+            await engine.close()
             raise
         return db
 
     async def _migrate(self) -> None:
+        migrations = MIGRATIONS if self.engine.name == "sqlite" else POSTGRES_MIGRATIONS
         version = await self.schema_version()
-        if version > len(MIGRATIONS):
+        if version > len(migrations):
             raise StorageError(
-                f"the database {self.path} has schema version {version}, newer than this "
-                f"coursebot knows ({len(MIGRATIONS)}); run a newer coursebot or restore a backup"
+                f"the database {self.where} has schema version {version}, newer than this "
+                f"coursebot knows ({len(migrations)}); run a newer coursebot or restore a backup"
             )
-        for number in range(version + 1, len(MIGRATIONS) + 1):
-            # One script, one transaction: a migration and its version number land together or not at all.
-            # PRAGMA takes no bound parameters; number is our own integer.
-            script = f"BEGIN IMMEDIATE;\n{MIGRATIONS[number - 1]};\nPRAGMA user_version = {int(number)};\nCOMMIT;"
-            async with self._writer:
-                try:
-                    await self._conn.executescript(script)
-                except sqlite3.Error:
-                    if self._conn.in_transaction:
-                        await self._conn.execute("ROLLBACK")
-                    raise
-            log.info("database %s migrated to schema version %d", self.path, number)
+        for number in await self.engine.migrate(migrations):
+            log.info("database %s migrated to schema version %d", self.where, number)
 
     async def close(self) -> None:
         """Close the connection; calling it again does nothing."""
-        if self._closed:
-            return
-        self._closed = True
-        async with self._writer:
-            await self._conn.close()
+        await self.engine.close()
 
-    @asynccontextmanager
-    async def _write(self, *, to_disk: bool = False) -> AsyncIterator[aiosqlite.Connection]:
-        """Run a block as one transaction, one writer at a time.
-
-        Every commit survives a crash of the bot (WAL, synchronous NORMAL); ``to_disk`` waits until it would survive
-        a crash of the machine too (synchronous FULL: the WAL is synced at commit), for what cannot be redone.
-        """
-        async with self._writer:
-            if to_disk:
-                await self._conn.execute("PRAGMA synchronous = FULL")
-            try:
-                await self._conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield self._conn
-                except BaseException:
-                    await self._conn.execute("ROLLBACK")
-                    raise
-                else:
-                    await self._conn.execute("COMMIT")
-            finally:
-                if to_disk:
-                    await self._conn.execute("PRAGMA synchronous = NORMAL")
+    def _write(self, *, to_disk: bool = False) -> AbstractAsyncContextManager[Transaction]:
+        """Run a block as one transaction (``to_disk``: one that survives a crash of the machine too)."""
+        return self.engine.transaction(to_disk=to_disk)
 
     async def _write_one(self, sql: str, params: Params = ()) -> int:
-        """Run one statement as its own transaction (autocommit); return the rows it changed.
+        """Run one statement as its own transaction; return the rows it changed (one round trip: every tap's path)."""
+        return await self.engine.write_one(sql, params)
 
-        One round trip to the database thread instead of three: this is on every tap's path.
-        """
-        async with self._writer:
-            cursor = await self._conn.execute(sql, params)
-            return cursor.rowcount
+    async def _one(self, sql: str, params: Params = ()) -> Row | None:
+        return await self.engine.one(sql, params)
 
-    async def _one(self, sql: str, params: Params = ()) -> sqlite3.Row | None:
-        rows = await self._all(sql, params)
-        return rows[0] if rows else None
-
-    async def _all(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
-        # The connection's row factory makes every row a sqlite3.Row.
-        return [row for row in await self._conn.execute_fetchall(sql, params) if isinstance(row, sqlite3.Row)]
+    async def _all(self, sql: str, params: Params = ()) -> list[Row]:
+        return await self.engine.all(sql, params)
 
     async def schema_version(self) -> int:
         """Return the number of the last migration applied."""
-        row = await self._one("PRAGMA user_version")
-        return int(row["user_version"]) if row is not None else 0
+        return await self.engine.schema_version()
 
     # Updates: the inbox (bot.updates)
 
     async def check_writable(self) -> None:
         """Take a write transaction and commit it (it changes nothing): raises if the database cannot be written."""
-        version = await self.schema_version()
-        async with self._write() as conn:
-            # PRAGMA takes no bound parameters; version is our own integer.
-            await conn.execute(f"PRAGMA user_version = {int(version)}")
+        await self.engine.check_writable()
 
     async def accept_updates(self, updates: Sequence[tuple[int, str]], now: dt.datetime) -> set[int]:
         """Store fetched updates (id, JSON) as pending, on disk; return the ids not stored before.
@@ -259,17 +207,19 @@ class Database:
         """
         if not updates:
             return set()
-        ids = json.dumps([update_id for update_id, _ in updates])
-        # Telegram forgets an update once the next getUpdates confirms it, so it must be on disk by then.
+        fresh = set()
+        # Telegram forgets an update once the next getUpdates confirms it, so it must be on disk by then. The insert
+        # is the claim: of two processes given one update, the second inserts nothing (it waits for the first's
+        # commit on PostgreSQL), so it is new to one of them only.
         async with self._write(to_disk=True) as conn:
-            known = await conn.execute_fetchall(
-                "SELECT update_id FROM inbox WHERE update_id IN (SELECT value FROM json_each(?))", (ids,)
-            )
-            fresh = {update_id for update_id, _ in updates} - {row[0] for row in known}
-            await conn.executemany(
-                "INSERT INTO inbox (update_id, payload, received_at) VALUES (?, ?, ?)",
-                [(update_id, payload, timestamp(now)) for update_id, payload in updates if update_id in fresh],
-            )
+            for update_id, payload in updates:
+                claimed = await conn.one(
+                    "INSERT INTO inbox (update_id, payload, received_at) VALUES (?, ?, ?)"
+                    " ON CONFLICT (update_id) DO NOTHING RETURNING update_id",
+                    (update_id, payload, timestamp(now)),
+                )
+                if claimed is not None:
+                    fresh.add(update_id)
         return fresh
 
     async def unhandled_updates(
@@ -279,10 +229,12 @@ class Database:
         up now because the bot died ``max_crashes`` times while handling them alone."""
         async with self._write() as conn:
             # Still pending and handled alone when the bot stopped: it died handling this update, and this one only.
-            await conn.execute("UPDATE inbox SET crashes = crashes + 1, alone = 0 WHERE state = 'pending' AND alone")
+            await conn.execute(
+                "UPDATE inbox SET crashes = crashes + 1, alone = 0 WHERE state = 'pending' AND alone = 1"
+            )
             abandoned = [
                 row[0]
-                for row in await conn.execute_fetchall(
+                for row in await conn.all(
                     "SELECT update_id FROM inbox WHERE state = 'pending' AND crashes >= ? ORDER BY update_id",
                     (max_crashes,),
                 )
@@ -293,7 +245,7 @@ class Database:
                 (timestamp(now), max_crashes),
             )
             await conn.execute("UPDATE inbox SET replays = replays + 1 WHERE state = 'pending'")
-            rows = await conn.execute_fetchall(
+            rows = await conn.all(
                 "SELECT update_id, replays, payload FROM inbox WHERE state = 'pending' ORDER BY update_id"
             )
         return [(row[0], row[1], row[2]) for row in rows], abandoned
@@ -311,17 +263,22 @@ class Database:
 
     async def updates_handled(self, update_ids: Sequence[int], now: dt.datetime) -> None:
         """Mark updates handled; their text is dropped, their ids kept to recognise redeliveries."""
-        await self._write_one(
-            "UPDATE inbox SET state = 'handled', payload = NULL, handled_at = ?"
-            " WHERE update_id IN (SELECT value FROM json_each(?)) AND state = 'pending'",
-            (timestamp(now), json.dumps(list(update_ids))),
-        )
+        async with self._write() as conn:
+            await conn.executemany(
+                "UPDATE inbox SET state = 'handled', payload = NULL, handled_at = ? WHERE update_id = ?"
+                " AND state = 'pending'",
+                [(timestamp(now), update_id) for update_id in update_ids],
+            )
 
     async def forget_updates(self, received_before: dt.datetime) -> int:
-        """Delete handled updates received before ``received_before``; return how many."""
-        return await self._write_one(
-            "DELETE FROM inbox WHERE state != 'pending' AND received_at < ?", (timestamp(received_before),)
-        )
+        """Delete handled updates received before ``received_before``; return how many (0 when another process
+        is purging them right now: the daily purge runs in one process, whichever comes first)."""
+        async with self._write() as conn:
+            if not await conn.try_lock(PURGE_LOCK):
+                return 0
+            return await conn.execute(
+                "DELETE FROM inbox WHERE state != 'pending' AND received_at < ?", (timestamp(received_before),)
+            )
 
     # Learners
 
@@ -396,9 +353,9 @@ class Database:
         async with self._write() as conn:
             await conn.execute(
                 "INSERT INTO lesson_progress (user_id, lesson_id, slide_id, furthest_slide_id, slides_read_at)"
-                " VALUES (:user, :lesson, :slide, :furthest, CASE WHEN :last THEN :now END)"
+                " VALUES (:user, :lesson, :slide, :furthest, CASE WHEN :last = 1 THEN :now END)"
                 " ON CONFLICT (user_id, lesson_id) DO UPDATE SET slide_id = :slide, furthest_slide_id = :furthest,"
-                " slides_read_at = coalesce(slides_read_at, CASE WHEN :last THEN :now END)",
+                " slides_read_at = coalesce(lesson_progress.slides_read_at, CASE WHEN :last = 1 THEN :now END)",
                 {
                     "user": user_id,
                     "lesson": lesson_id,
@@ -437,12 +394,12 @@ class Database:
     async def complete_lesson(self, user_id: int, lesson_id: str) -> bool:
         """Mark the lesson done; return True if it was not done before."""
         async with self._write() as conn:
-            cursor = await conn.execute(
+            changed = await conn.execute(
                 "UPDATE lesson_progress SET completed_at = ? WHERE user_id = ? AND lesson_id = ?"
                 " AND completed_at IS NULL AND slides_read_at IS NOT NULL",
                 (self._now(), user_id, lesson_id),
             )
-            return cursor.rowcount == 1
+            return changed == 1
 
     # The lessons as served: places follow their edits
 
@@ -455,15 +412,15 @@ class Database:
         become ids, read against ``course``. Call it at start and after every reload, before learners are served.
         """
         slides_removed = learners_moved = converted = 0
-        async with self._write():
+        async with self._write() as conn:
             for lesson in course.lessons:
                 order = [slide.id for slide in lesson.slides]
-                removed, moved = await self._adopt_slide_order(lesson.id, order)
+                removed, moved = await self._adopt_slide_order(conn, lesson.id, order)
                 slides_removed += removed
                 learners_moved += moved
-                converted += await self._convert_positions(lesson.id, order)
+                converted += await self._convert_positions(conn, lesson.id, order)
                 for question in lesson.quiz:
-                    converted += await self._convert_options(lesson.id, question.id, list(question.option_ids))
+                    converted += await self._convert_options(conn, lesson.id, question.id, list(question.option_ids))
         if slides_removed or learners_moved or converted:
             log.info(
                 "lessons adopted: %d slides removed, %d places moved to the next slide, %d positions converted",
@@ -473,10 +430,8 @@ class Database:
             )
         return Adopted(slides_removed, learners_moved, converted)
 
-    async def _adopt_slide_order(self, lesson_id: str, order: list[str]) -> tuple[int, int]:
-        rows = await self._all(
-            "SELECT slide_id, position, successor FROM slide_order WHERE lesson_id = ?", (lesson_id,)
-        )
+    async def _adopt_slide_order(self, conn: Transaction, lesson_id: str, order: list[str]) -> tuple[int, int]:
+        rows = await conn.all("SELECT slide_id, position, successor FROM slide_order WHERE lesson_id = ?", (lesson_id,))
         served = set(order)
         before = [
             row["slide_id"] for row in sorted(rows, key=lambda r: r["position"] or 0) if row["position"] is not None
@@ -496,12 +451,12 @@ class Database:
             if successor is not None and successor not in served:
                 retired[slide] = gone.get(successor)  # its successor went too: follow it on
         retired |= gone
-        await self._conn.execute("DELETE FROM slide_order WHERE lesson_id = ?", (lesson_id,))
-        await self._conn.executemany(
+        await conn.execute("DELETE FROM slide_order WHERE lesson_id = ?", (lesson_id,))
+        await conn.executemany(
             "INSERT INTO slide_order (lesson_id, slide_id, position, successor) VALUES (?, ?, ?, NULL)",
             [(lesson_id, slide, position) for position, slide in enumerate(order)],
         )
-        await self._conn.executemany(
+        await conn.executemany(
             "INSERT INTO slide_order (lesson_id, slide_id, position, successor) VALUES (?, ?, NULL, ?)",
             [(lesson_id, slide, successor) for slide, successor in retired.items()],
         )
@@ -511,24 +466,23 @@ class Database:
             index = order.index(landing)
             # Reached as far as the removed slide: read up to the one before its successor, so Next goes on.
             reached = order[index - 1] if successor is not None and index > 0 else landing
-            cursor = await self._conn.execute(
+            moved += await conn.execute(
                 "UPDATE lesson_progress SET slide_id = ? WHERE lesson_id = ? AND slide_id = ?",
                 (landing, lesson_id, slide),
             )
-            moved += cursor.rowcount
-            await self._conn.execute(
+            await conn.execute(
                 "UPDATE lesson_progress SET furthest_slide_id = ? WHERE lesson_id = ? AND furthest_slide_id = ?",
                 (reached, lesson_id, slide),
             )
         return len(gone), moved
 
-    async def _convert_positions(self, lesson_id: str, order: list[str]) -> int:
-        rows = await self._all(
+    async def _convert_positions(self, conn: Transaction, lesson_id: str, order: list[str]) -> int:
+        rows = await conn.all(
             "SELECT user_id, slide, furthest_slide FROM lesson_progress WHERE lesson_id = ? AND slide_id IS NULL",
             (lesson_id,),
         )
         last = len(order) - 1
-        await self._conn.executemany(
+        await conn.executemany(
             "UPDATE lesson_progress SET slide_id = ?, furthest_slide_id = ? WHERE user_id = ? AND lesson_id = ?",
             [
                 (order[min(row["slide"], last)], order[min(row["furthest_slide"], last)], row["user_id"], lesson_id)
@@ -537,9 +491,9 @@ class Database:
         )
         return len(rows)
 
-    async def _convert_options(self, lesson_id: str, question_id: str, option_ids: list[str]) -> int:
+    async def _convert_options(self, conn: Transaction, lesson_id: str, question_id: str, option_ids: list[str]) -> int:
         # Schema 2 showed options in file order, so a stored position is an index into the file's options.
-        rows = await self._all(
+        rows = await conn.all(
             "SELECT poll_id, option_index FROM quiz_answers"
             " WHERE lesson_id = ? AND question_id = ? AND option_id IS NULL",
             (lesson_id, question_id),
@@ -550,12 +504,12 @@ class Database:
             for row in rows
             if 0 <= row["option_index"] < len(option_ids)
         ]
-        await self._conn.executemany("UPDATE quiz_answers SET option_id = ? WHERE poll_id = ?", answers)
-        cursor = await self._conn.execute(
+        await conn.executemany("UPDATE quiz_answers SET option_id = ? WHERE poll_id = ?", answers)
+        updated = await conn.execute(
             "UPDATE quiz_polls SET options = ? WHERE lesson_id = ? AND question_id = ? AND options IS NULL",
             (" ".join(option_ids), lesson_id, question_id),
         )
-        return len(answers) + cursor.rowcount
+        return len(answers) + updated
 
     async def successor_of_removed_slide(self, lesson_id: str, slide_id: str) -> str | None:
         """Return the slide that stands where a removed slide was (see adopt_course), or None if it never was."""
@@ -583,7 +537,7 @@ class Database:
     async def drop_questions(self, user_id: int, question_ids: list[str]) -> tuple[str, ...]:
         """Take questions that left the lesson off the round, and the poll awaited with them; return those left."""
         async with self._write() as conn:
-            row = await self._one("SELECT quiz_queue FROM learners WHERE user_id = ?", (user_id,))
+            row = await conn.one("SELECT quiz_queue FROM learners WHERE user_id = ?", (user_id,))
             queue = tuple(row["quiz_queue"].split()) if row is not None else ()
             remaining = tuple(q for q in queue if q not in question_ids)
             await conn.execute(
@@ -600,11 +554,12 @@ class Database:
         still count (``adopt_poll``).
         """
         async with self._write() as conn:
-            cursor = await conn.execute(
-                "INSERT INTO quiz_sends (user_id, lesson_id, question_id, options, started_at) VALUES (?, ?, ?, ?, ?)",
+            row = await conn.one(
+                "INSERT INTO quiz_sends (user_id, lesson_id, question_id, options, started_at) VALUES (?, ?, ?, ?, ?)"
+                " RETURNING id",
                 (user_id, lesson_id, question_id, " ".join(options), self._now()),
             )
-            return int(cursor.lastrowid or 0)
+            return int(row["id"]) if row is not None else 0
 
     async def poll_sent(self, poll: SentPoll, message_id: int, sending: int | None = None) -> None:
         """Record a sent quiz poll as the one the learner's round awaits; its note ``sending`` is done with."""
@@ -634,17 +589,16 @@ class Database:
         """
         now = self._now()
         async with self._write() as conn:
-            cursor = await conn.execute(
+            note = await conn.one(
                 "SELECT lesson_id, question_id, options, started_at FROM quiz_sends WHERE user_id = ?"
                 " ORDER BY id DESC LIMIT 1",
                 (user_id,),
             )
-            note = await cursor.fetchone()
             if note is None:
                 return None
             await conn.execute(
-                "INSERT OR IGNORE INTO quiz_polls (poll_id, user_id, lesson_id, question_id, options, message_id,"
-                " sent_at) VALUES (?, ?, ?, ?, ?, NULL, ?)",
+                "INSERT INTO quiz_polls (poll_id, user_id, lesson_id, question_id, options, message_id,"
+                " sent_at) VALUES (?, ?, ?, ?, ?, NULL, ?) ON CONFLICT (poll_id) DO NOTHING",
                 (poll_id, user_id, note["lesson_id"], note["question_id"], note["options"], note["started_at"]),
             )
             await conn.execute(
@@ -688,10 +642,10 @@ class Database:
         """
         now = self._now()
         async with self._write() as conn:
-            cursor = await conn.execute(
-                "INSERT OR IGNORE INTO quiz_answers"
+            inserted = await conn.execute(
+                "INSERT INTO quiz_answers"
                 " (poll_id, user_id, lesson_id, question_id, option_index, option_id, correct, answered_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (poll_id) DO NOTHING",
                 (
                     poll.poll_id,
                     poll.user_id,
@@ -703,9 +657,9 @@ class Database:
                     now,
                 ),
             )
-            if cursor.rowcount != 1:
+            if inserted != 1:
                 return None
-            row = await self._one(
+            row = await conn.one(
                 "SELECT quiz_queue FROM learners WHERE user_id = ? AND quiz_poll_id = ?", (poll.user_id, poll.poll_id)
             )
             if row is None:
@@ -725,7 +679,7 @@ class Database:
             "SELECT lesson_id, question_id, option_id, correct FROM quiz_answers AS a"
             " WHERE user_id = ? AND answered_at = (SELECT max(answered_at) FROM quiz_answers"
             " WHERE user_id = a.user_id AND lesson_id = a.lesson_id AND question_id = a.question_id)"
-            " ORDER BY rowid",
+            " ORDER BY answered_at, poll_id",
             (user_id,),
         )
         return {(row["lesson_id"], row["question_id"]): _answer(row) for row in rows}
@@ -752,10 +706,11 @@ class Database:
         """Count one more hint shown (at most ``limit``); return how many are shown now."""
         async with self._write() as conn:
             await conn.execute(
-                "UPDATE learners SET hints_shown = min(hints_shown + 1, ?), updated_at = ? WHERE user_id = ?",
-                (limit, self._now(), user_id),
+                "UPDATE learners SET hints_shown = CASE WHEN hints_shown < :limit THEN hints_shown + 1 ELSE :limit END,"
+                " updated_at = :now WHERE user_id = :user",
+                {"limit": limit, "now": self._now(), "user": user_id},
             )
-            row = await self._one("SELECT hints_shown FROM learners WHERE user_id = ?", (user_id,))
+            row = await conn.one("SELECT hints_shown FROM learners WHERE user_id = ?", (user_id,))
             return int(row["hints_shown"]) if row is not None else 0
 
     async def record_attempt(self, user_id: int, lesson_id: str, passed: bool) -> None:
@@ -800,9 +755,12 @@ class Database:
         await self._write_one(
             "INSERT INTO events (user_id, at, language, lesson_id, kind, item_id, option_id, verdict,"
             " failed_check, seconds) SELECT :user, :at, :language, :lesson, :kind, :item, :option, :verdict, :check,"
-            " CASE WHEN :seconds IS NOT NULL OR :kind != 'slide' THEN :seconds ELSE ("
+            # The cast types a NULL for PostgreSQL, which cannot tell the type of a bare parameter compared with NULL.
+            " CASE WHEN CAST(:seconds AS DOUBLE PRECISION) IS NOT NULL OR :kind != 'slide'"
+            " THEN CAST(:seconds AS DOUBLE PRECISION) ELSE ("
             "  SELECT CASE WHEN last.lesson_id = :lesson AND last.kind IN ('slide', 'back')"
-            "  THEN max(0.0, round((julianday(:at) - julianday(last.at)) * 86400.0, 3)) END"
+            "  THEN round(CASE WHEN last.at > :at THEN 0.0 ELSE (julianday(:at) - julianday(last.at)) * 86400.0 END, 3)"
+            "  END"
             "  FROM events AS last WHERE last.user_id = :user ORDER BY last.at DESC, last.id DESC LIMIT 1"
             " ) END",
             {
@@ -825,8 +783,11 @@ class Database:
             return 0
         cutoff = timestamp(self.clock() - dt.timedelta(days=self.events_days))
         async with self._write() as conn:
-            cursor = await conn.execute("DELETE FROM events WHERE at < ? OR ? = 0", (cutoff, self.events_days))
-            return cursor.rowcount
+            if not await conn.try_lock(PURGE_LOCK):
+                return 0  # another process is purging them right now
+            return await conn.execute(
+                "DELETE FROM events WHERE at < :cutoff OR :days = 0", {"cutoff": cutoff, "days": self.events_days}
+            )
 
     # Drills
 
@@ -845,15 +806,15 @@ class Database:
         """Store ``after`` if the stored attempt is still ``before``; return False if another tap changed it first."""
         now = self._now()
         async with self._write() as conn:
-            cursor = await conn.execute(
+            changed = await conn.execute(
                 "INSERT INTO drill_progress"
                 " (user_id, lesson_id, drill_id, placed, ruled_out, turn, tries, done, checked, solved_at, updated_at)"
                 " VALUES (:user, :lesson, :drill, :placed, :ruled_out, :turn, :tries, :done, :checked,"
-                " CASE WHEN :solved THEN :now END, :now)"
+                " CASE WHEN :solved = 1 THEN :now END, :now)"
                 " ON CONFLICT (user_id, lesson_id, drill_id) DO UPDATE SET placed = :placed, ruled_out = :ruled_out,"
                 " turn = :turn, tries = :tries, done = :done, checked = :checked,"
-                " solved_at = coalesce(solved_at, CASE WHEN :solved THEN :now END), updated_at = :now"
-                " WHERE turn = :before",
+                " solved_at = coalesce(drill_progress.solved_at, CASE WHEN :solved = 1 THEN :now END),"
+                " updated_at = :now WHERE drill_progress.turn = :before",
                 {
                     "user": user_id,
                     "lesson": lesson_id,
@@ -869,7 +830,7 @@ class Database:
                     "now": now,
                 },
             )
-            return cursor.rowcount == 1
+            return changed == 1
 
     async def drills_solved(self, user_id: int) -> dict[str, set[str]]:
         """Return the drills the learner has solved, as drill ids by lesson id."""

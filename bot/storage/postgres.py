@@ -1,0 +1,220 @@
+"""The PostgreSQL engine: several bot processes on one database, through a psycopg 3 connection pool.
+
+Connections are in autocommit, so a read is one round trip and each write block is one explicit transaction.
+Prepared statements are off (``prepare_threshold=None``): the pool then also works behind PgBouncer in transaction
+mode. Locks are PostgreSQL's advisory locks held until the transaction ends (``pg_advisory_xact_lock``), so a lock
+is never left behind by a process that died.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+from psycopg._cursor_base import BaseCursor
+from psycopg.rows import BaseRowFactory, RowMaker
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from bot.errors import StorageError
+from bot.storage.engine import MIGRATION_LOCK, Params, Row, pyformat, redacted
+
+log = logging.getLogger(__name__)
+
+# Connections per bot process: updates handled at once wait for one beyond this.
+POOL_SIZE = 10
+CONNECT_TIMEOUT_S = 10.0
+# The schema version, as SQLite keeps it in PRAGMA user_version.
+VERSION_TABLE = "coursebot_schema"
+
+
+class PgRow:
+    """A row read by column name or position, like sqlite3.Row."""
+
+    __slots__ = ("_index", "_values")
+
+    def __init__(self, index: dict[str, int], values: Sequence[Any]):
+        self._index = index
+        self._values = values
+
+    def __getitem__(self, key: int | str, /) -> Any:
+        return self._values[self._index[key] if isinstance(key, str) else key]
+
+    def keys(self) -> list[str]:
+        return list(self._index)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __iter__(self) -> Any:
+        return iter(self._values)
+
+    def __eq__(self, other: object) -> bool:
+        return tuple(self._values) == (tuple(other) if isinstance(other, (tuple, PgRow)) else other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"PgRow({dict(zip(self._index, self._values, strict=True))!r})"
+
+
+def _rows(cursor: BaseCursor[Any, Any]) -> RowMaker[PgRow]:
+    index = {column.name: i for i, column in enumerate(cursor.description or ())}
+
+    def make(values: Sequence[Any]) -> PgRow:
+        return PgRow(index, values)
+
+    return make
+
+
+ROWS: BaseRowFactory[PgRow] = _rows
+
+
+class PostgresTransaction:
+    """A transaction on one pooled connection (bot.storage.engine.Transaction)."""
+
+    def __init__(self, conn: psycopg.AsyncConnection[PgRow]):
+        self._conn = conn
+
+    async def execute(self, sql: str, params: Params = ()) -> int:
+        cursor = await self._conn.execute(pyformat(sql), params)
+        return cursor.rowcount
+
+    async def executemany(self, sql: str, rows: Sequence[Params]) -> None:
+        if rows:
+            async with self._conn.cursor() as cursor:
+                await cursor.executemany(pyformat(sql), rows)
+
+    async def all(self, sql: str, params: Params = ()) -> list[Row]:
+        cursor = await self._conn.execute(pyformat(sql), params)
+        return list(await cursor.fetchall())
+
+    async def one(self, sql: str, params: Params = ()) -> Row | None:
+        cursor = await self._conn.execute(pyformat(sql), params)
+        return await cursor.fetchone()
+
+    async def lock(self, key: int) -> None:
+        await self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+
+    async def try_lock(self, key: int) -> bool:
+        cursor = await self._conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (key,))
+        row = await cursor.fetchone()
+        return bool(row is not None and row[0])
+
+
+class PostgresEngine:
+    """A PostgreSQL database behind the storage (bot.storage.engine.Engine). Open it with ``await open(url)``."""
+
+    name = "postgresql"
+
+    def __init__(self, pool: AsyncConnectionPool[psycopg.AsyncConnection[PgRow]], url: str):
+        self._pool = pool
+        self.url = url
+        self.where = redacted(url)
+        self._closed = False
+
+    @classmethod
+    async def open(cls, url: str, *, pool_size: int = POOL_SIZE, timeout: float = CONNECT_TIMEOUT_S) -> PostgresEngine:
+        where = redacted(url)
+        # One connection first, so an unreachable server or a wrong password says so at once, in one line.
+        try:
+            probe = await psycopg.AsyncConnection.connect(url, connect_timeout=max(1, int(timeout)))
+        except psycopg.Error as exc:
+            reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+            raise StorageError(f"cannot reach the database {where}: {reason}") from exc
+        await probe.close()
+        pool: AsyncConnectionPool[psycopg.AsyncConnection[PgRow]] = AsyncConnectionPool(
+            url,
+            min_size=1,
+            max_size=max(1, pool_size),
+            kwargs={"autocommit": True, "prepare_threshold": None, "row_factory": ROWS},
+            open=False,
+            timeout=timeout,
+            name="coursebot",
+        )
+        try:
+            await pool.open(wait=True, timeout=timeout)
+        except (PoolTimeout, psycopg.Error) as exc:
+            await pool.close()
+            raise StorageError(f"cannot reach the database {where}: {exc}") from exc
+        return cls(pool, url)
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[PgRow]]:
+        try:
+            async with self._pool.connection() as conn:
+                yield conn
+        except PoolTimeout as exc:
+            raise StorageError(f"no connection to the database {self.where} came free: {exc}") from exc
+        except psycopg.Error as exc:
+            # One kind of failure for the bot to handle, whichever engine it runs on.
+            raise StorageError(f"the database {self.where} failed: {exc}") from exc
+
+    @asynccontextmanager
+    async def transaction(self, *, to_disk: bool = False) -> AsyncIterator[PostgresTransaction]:
+        """One transaction on one connection; every commit is on disk already (synchronous_commit is on)."""
+        async with self._connection() as conn, conn.transaction():
+            yield PostgresTransaction(conn)
+
+    async def write_one(self, sql: str, params: Params = ()) -> int:
+        async with self._connection() as conn:
+            cursor = await conn.execute(pyformat(sql), params)
+            return cursor.rowcount
+
+    async def all(self, sql: str, params: Params = ()) -> list[Row]:
+        async with self._connection() as conn:
+            cursor = await conn.execute(pyformat(sql), params)
+            return list(await cursor.fetchall())
+
+    async def one(self, sql: str, params: Params = ()) -> Row | None:
+        async with self._connection() as conn:
+            cursor = await conn.execute(pyformat(sql), params)
+            return await cursor.fetchone()
+
+    async def schema_version(self) -> int:
+        row = await self.one("SELECT CASE WHEN to_regclass(?) IS NULL THEN 0 ELSE -1 END AS missing", (VERSION_TABLE,))
+        if row is not None and row["missing"] == 0:
+            return 0
+        row = await self.one("SELECT version FROM coursebot_schema")
+        return int(row["version"]) if row is not None else 0
+
+    async def check_writable(self) -> None:
+        async with self.transaction() as conn:
+            await conn.execute("UPDATE coursebot_schema SET version = version")
+
+    async def migrate(self, migrations: Sequence[str]) -> list[int]:
+        """Apply each missing migration in its own transaction, under an advisory lock: replicas that start
+        together wait for the first, then find nothing left to do."""
+        applied: list[int] = []
+        while True:
+            async with self._connection() as conn, conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+                await conn.execute("CREATE TABLE IF NOT EXISTS coursebot_schema (version INTEGER NOT NULL)")
+                cursor = await conn.execute("SELECT version FROM coursebot_schema")
+                row = await cursor.fetchone()
+                version = int(row[0]) if row is not None else 0
+                if row is None:
+                    await conn.execute("INSERT INTO coursebot_schema (version) VALUES (0)")
+                if version >= len(migrations):
+                    return applied
+                number = version + 1
+                # No parameters: the script's statements go as one simple query, inside this transaction.
+                await conn.execute(migrations[number - 1].encode())
+                await conn.execute("UPDATE coursebot_schema SET version = %s", (number,))
+            applied.append(number)
+
+    async def tables(self) -> list[str]:
+        rows = await self.all(
+            "SELECT c.relname AS name FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace"
+            " WHERE c.relkind = 'r' AND n.nspname = current_schema() AND c.relname != ? ORDER BY c.oid",
+            (VERSION_TABLE,),
+        )
+        return [row["name"] for row in rows]
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._pool.close()
