@@ -1,6 +1,6 @@
 """Learner progress in one SQLite file (the default) or one PostgreSQL database, every value bound.
 
-The queries are written once for both engines (bot.storage.engine). Rows are read by column name into the records
+The queries are written once for both engines (bot.storage.backend). Rows are read by column name into the records
 of bot.learner; each method that changes a learner's state performs one step of a machine in bot.states, in one
 transaction.
 """
@@ -20,10 +20,10 @@ from typing import TypeAlias
 from bot.course.model import Course
 from bot.errors import StorageError
 from bot.learner import Answer, DrillProgress, EventKind, Learner, LessonProgress, ReaderView, SentPoll
-from bot.storage.engine import PURGE_LOCK, Engine, Params, Row, Transaction, is_url
+from bot.storage.backend import PURGE_LOCK, Backend, Params, Row, Transaction, is_url
 from bot.storage.migrations import MIGRATIONS
 from bot.storage.migrations_pg import POSTGRES_MIGRATIONS
-from bot.storage.sqlite import BUSY_TIMEOUT_MS, SqliteEngine
+from bot.storage.sqlite import BUSY_TIMEOUT_MS, SqliteBackend
 
 log = logging.getLogger(__name__)
 # What time it is, as an aware datetime; tests pass their own so no test waits for time to pass.
@@ -121,10 +121,10 @@ def _drill_progress(row: Row) -> DrillProgress:
 class Database:
     """The progress database. Open it once with ``await Database.open(path or URL)``; ``close()`` is idempotent."""
 
-    def __init__(self, engine: Engine, clock: Clock = utc_now, events_days: int | None = None):
+    def __init__(self, engine: Backend, clock: Clock = utc_now, events_days: int | None = None):
         self.engine = engine
         # The SQLite file (None on PostgreSQL); ``where`` names either, for messages.
-        self.path = engine.path if isinstance(engine, SqliteEngine) else None
+        self.path = engine.path if isinstance(engine, SqliteBackend) else None
         self.where = engine.where
         self.clock = clock
         # How long learning events are kept: None keeps them, 0 records none (bot.config: COURSEBOT_EVENTS_DAYS).
@@ -142,14 +142,14 @@ class Database:
         ``clock`` stamps every write; learning events are kept ``events_days`` days (None: for good);
         ``pool_size`` is how many PostgreSQL connections this process holds at most.
         """
-        engine: Engine
+        engine: Backend
         if is_url(target):
             # Imported only when chosen: a bot on SQLite never loads psycopg.
-            from bot.storage.postgres import PostgresEngine
+            from bot.storage.postgres import PostgresBackend
 
-            engine = await PostgresEngine.open(str(target), pool_size=pool_size)
+            engine = await PostgresBackend.open(str(target), pool_size=pool_size)
         else:
-            engine = await SqliteEngine.open(Path(target))
+            engine = await SqliteBackend.open(Path(target))
         db = cls(engine, clock, events_days)
         try:
             await db._migrate()

@@ -19,7 +19,7 @@ from psycopg.rows import BaseRowFactory, RowMaker
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from bot.errors import StorageError
-from bot.storage.engine import MIGRATION_LOCK, Params, Row, pyformat, redacted
+from bot.storage.backend import MIGRATION_LOCK, Params, Row, pyformat, redacted
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ ROWS: BaseRowFactory[PgRow] = _rows
 
 
 class PostgresTransaction:
-    """A transaction on one pooled connection (bot.storage.engine.Transaction)."""
+    """A transaction on one pooled connection (bot.storage.backend.Transaction)."""
 
     def __init__(self, conn: psycopg.AsyncConnection[PgRow]):
         self._conn = conn
@@ -104,8 +104,8 @@ class PostgresTransaction:
         return bool(row is not None and row[0])
 
 
-class PostgresEngine:
-    """A PostgreSQL database behind the storage (bot.storage.engine.Engine). Open it with ``await open(url)``."""
+class PostgresBackend:
+    """A PostgreSQL database behind the storage (bot.storage.backend.Backend). Open it with ``await open(url)``."""
 
     name = "postgresql"
 
@@ -116,7 +116,7 @@ class PostgresEngine:
         self._closed = False
 
     @classmethod
-    async def open(cls, url: str, *, pool_size: int = POOL_SIZE, timeout: float = CONNECT_TIMEOUT_S) -> PostgresEngine:
+    async def open(cls, url: str, *, pool_size: int = POOL_SIZE, timeout: float = CONNECT_TIMEOUT_S) -> PostgresBackend:
         where = redacted(url)
         # One connection first, so an unreachable server or a wrong password says so at once, in one line.
         try:

@@ -17,7 +17,7 @@ from pathlib import Path
 import aiosqlite
 
 from bot.errors import StorageError
-from bot.storage.engine import Params, Row
+from bot.storage.backend import Params, Row
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ BUSY_TIMEOUT_MS = 5000
 
 
 class SqliteTransaction:
-    """A transaction on the one connection (bot.storage.engine.Transaction)."""
+    """A transaction on the one connection (bot.storage.backend.Transaction)."""
 
     def __init__(self, conn: aiosqlite.Connection):
         self._conn = conn
@@ -67,8 +67,8 @@ def _create_private(path: Path) -> None:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
 
 
-class SqliteEngine:
-    """The SQLite file behind the storage (bot.storage.engine.Engine). Open it with ``await SqliteEngine.open``."""
+class SqliteBackend:
+    """The SQLite file behind the storage (bot.storage.backend.Backend). Open it with ``await SqliteBackend.open``."""
 
     name = "sqlite"
 
@@ -80,7 +80,7 @@ class SqliteEngine:
         self._closed = False
 
     @classmethod
-    async def open(cls, path: Path) -> SqliteEngine:
+    async def open(cls, path: Path) -> SqliteBackend:
         try:
             _create_private(path)
             # isolation_level=None: transactions are explicit, so each write decides its own.

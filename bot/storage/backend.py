@@ -60,8 +60,8 @@ class Transaction(Protocol):
         ...
 
 
-class Engine(Protocol):
-    """A database the storage reads and writes through: one per bot process."""
+class Backend(Protocol):
+    """A database engine the storage reads and writes through: one per bot process."""
 
     name: str  # "sqlite" or "postgresql"
     where: str  # the file or the URL without its password, for messages
