@@ -115,3 +115,17 @@ class EventKind(StrEnum):
     LEAVE = "leave"  # the practice left
     DONE = "done"  # the lesson completed
     DRILL = "drill"  # a drill answered: item_id the drill, verdict right|wrong
+
+
+@dataclass(frozen=True)
+class LessonState:
+    """What the bot keeps of one learner in one lesson, read in one go: their place, latest answers and drills."""
+
+    progress: LessonProgress
+    answers: dict[tuple[str, str], Answer]  # the latest answer to each question, by (lesson id, question id)
+    drills: dict[str, DrillProgress]  # the attempt at each drill touched, by drill id
+
+    @property
+    def solved(self) -> frozenset[str]:
+        """Return the drills of the lesson solved, by id."""
+        return frozenset(drill_id for drill_id, attempt in self.drills.items() if attempt.solved)

@@ -97,15 +97,21 @@ class Backend(Protocol):
     async def close(self) -> None: ...
 
 
-# A quoted string or identifier (copied as it is), a ``::`` cast, a ``?``, a ``:name`` or a ``%``.
-_TOKEN = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|::|\?|:([A-Za-z_][A-Za-z0-9_]*)|%")
+# A quoted string or identifier (copied as it is), a ``::`` cast, a ``?``, a ``:name``, a ``%``, or a call of
+# SQLite's json_object, which PostgreSQL calls json_build_object (its own json_object takes arrays).
+_TOKEN = re.compile(
+    r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|::|\?|:([A-Za-z_][A-Za-z0-9_]*)|%|\b(json_object)\s*\(", re.IGNORECASE
+)
 
 
 @functools.lru_cache(maxsize=1024)
 def pyformat(sql: str) -> str:
-    """Translate ``?`` and ``:name`` placeholders to psycopg's ``%s`` and ``%(name)s`` (and ``%`` to ``%%``).
+    """Translate a query to PostgreSQL as psycopg takes it: ``?`` and ``:name`` placeholders to ``%s`` and
+    ``%(name)s``, ``%`` to ``%%``, and ``json_object(`` to ``json_build_object(``.
 
-    Quoted text and ``::`` casts are left alone, so a ``?`` or ``:`` inside a string literal stays what it is.
+    Quoted text and ``::`` casts are left alone, so a ``?`` or ``:`` inside a string literal stays what it is. The
+    other SQLite functions the queries use (instr, julianday, round of a float, json_group_array) are defined in the
+    PostgreSQL schema (bot.storage.migrations_pg).
     """
 
     def replace(match: re.Match[str]) -> str:
@@ -116,6 +122,8 @@ def pyformat(sql: str) -> str:
             return "%%"
         if match.group(1) is not None:
             return f"%({match.group(1)})s"
+        if match.group(2) is not None:
+            return "json_build_object("
         return token
 
     return _TOKEN.sub(replace, sql)

@@ -230,4 +230,15 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX quiz_sends_by_user ON quiz_sends (user_id, id);
     """,
+    # 9: the update that caused each learning event and graded attempt, so an update replayed after a crash stores
+    # nothing twice (bot.storage.outcomes writes an update's outcome under its key). Rows from before have none.
+    # An event is unique by (update, kind, lesson, item): one update records one slide, one answer, one run...
+    """
+    ALTER TABLE events ADD COLUMN update_id INTEGER;
+    CREATE UNIQUE INDEX events_once ON events (user_id, update_id, kind, lesson_id, coalesce(item_id, ''))
+        WHERE update_id IS NOT NULL;
+    ALTER TABLE exercise_attempts ADD COLUMN update_id INTEGER;
+    CREATE UNIQUE INDEX exercise_attempts_once ON exercise_attempts (user_id, update_id, lesson_id)
+        WHERE update_id IS NOT NULL;
+    """,
 )

@@ -3,7 +3,8 @@
 Each number stands for the same step as SQLite's, so a migration added later gets one number on both engines. A
 PostgreSQL database starts empty (or from `coursebot db copy`), so the steps that converted an older SQLite file's
 rows (3, 5) only create here. Ids and Telegram numbers are BIGINT; flags stay 0/1 integers and times ISO 8601 text,
-so every query and value is the same on both engines. Three SQLite functions the queries use are defined in 1.
+so every query and value is the same on both engines. Four SQLite functions the queries use are defined in 1;
+bot.storage.backend.pyformat renames a fifth, json_object.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 # Append only, one entry per entry of bot.storage.migrations.MIGRATIONS.
 POSTGRES_MIGRATIONS: tuple[str, ...] = (
     # 1: learners, their place in each lesson, every quiz poll and answer, seen updates; SQLite's instr, julianday
-    # and two-argument round.
+    # two-argument round and
+    # json_group_array.
     """
     CREATE FUNCTION instr(haystack TEXT, needle TEXT) RETURNS INTEGER
         LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE RETURN strpos(haystack, needle);
@@ -21,6 +23,10 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     CREATE FUNCTION round(value DOUBLE PRECISION, digits INTEGER) RETURNS DOUBLE PRECISION
         LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
         RETURN CAST(round(CAST(value AS NUMERIC), digits) AS DOUBLE PRECISION);
+    -- json_group_array(x): a JSON array of x over the rows, '[]' over none (json_agg gives NULL there).
+    CREATE AGGREGATE json_group_array(JSON) (
+        SFUNC = array_append, STYPE = JSON[], INITCOND = '{}', FINALFUNC = array_to_json
+    );
     CREATE TABLE learners (
         user_id            BIGINT PRIMARY KEY,
         chat_id            BIGINT NOT NULL,
@@ -161,5 +167,14 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         started_at   TEXT NOT NULL
     );
     CREATE INDEX quiz_sends_by_user ON quiz_sends (user_id, id);
+    """,
+    # 9: the update that caused each learning event and graded attempt, so a replayed update stores nothing twice.
+    """
+    ALTER TABLE events ADD COLUMN update_id BIGINT;
+    CREATE UNIQUE INDEX events_once ON events (user_id, update_id, kind, lesson_id, coalesce(item_id, ''))
+        WHERE update_id IS NOT NULL;
+    ALTER TABLE exercise_attempts ADD COLUMN update_id BIGINT;
+    CREATE UNIQUE INDEX exercise_attempts_once ON exercise_attempts (user_id, update_id, lesson_id)
+        WHERE update_id IS NOT NULL;
     """,
 )

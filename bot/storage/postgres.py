@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 from psycopg._cursor_base import BaseCursor
 from psycopg.rows import BaseRowFactory, RowMaker
+from psycopg.types.string import TextLoader
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from bot.errors import StorageError
@@ -70,6 +71,12 @@ def _rows(cursor: BaseCursor[Any, Any]) -> RowMaker[PgRow]:
 
 
 ROWS: BaseRowFactory[PgRow] = _rows
+
+
+async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
+    # JSON comes back as its text, as SQLite returns it: the storage parses it itself (bot.storage.snapshots).
+    conn.adapters.register_loader("json", TextLoader)
+    conn.adapters.register_loader("jsonb", TextLoader)
 
 
 class PostgresTransaction:
@@ -131,6 +138,7 @@ class PostgresBackend:
             max_size=max(1, pool_size),
             kwargs={"autocommit": True, "prepare_threshold": None, "row_factory": ROWS},
             open=False,
+            configure=_configure,
             timeout=timeout,
             name="coursebot",
         )

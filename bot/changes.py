@@ -1,0 +1,116 @@
+"""What one update changes in a learner's records, as data: the flows (bot.flows) decide these, storage writes them.
+
+bot.storage.outcomes writes every change and event of one update in one transaction, keyed by the update, so an
+update replayed after a crash stores nothing twice. Each record names one step of a machine in bot.states.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.learner import DrillProgress, EventKind, ReaderView
+
+
+@dataclass(frozen=True)
+class Event:
+    """One learning event to record (bot.learner.EventKind says what each kind's fields hold)."""
+
+    kind: EventKind
+    lesson_id: str
+    item_id: str | None = None
+    option_id: str | None = None
+    verdict: str | None = None
+    failed_check: str | None = None
+
+
+@dataclass(frozen=True)
+class SlideShown:
+    """The learner is on ``slide_id`` of ``lesson_id``; ``last`` marks the lesson's slides read for good."""
+
+    lesson_id: str
+    slide_id: str
+    furthest_slide_id: str  # the furthest slide reached, this one included
+    last: bool
+
+
+@dataclass(frozen=True)
+class ReaderAt:
+    """The message edited in place for the learner, and what it shows now."""
+
+    message_id: int
+    view: ReaderView
+
+
+@dataclass(frozen=True)
+class DrillSaved:
+    """An attempt at a drill moved from ``before`` to ``after``: stored only if it is still ``before``
+    (compare-and-set); otherwise the whole outcome is dropped and the tap is stale."""
+
+    lesson_id: str
+    drill_id: str
+    before: DrillProgress
+    after: DrillProgress
+
+
+@dataclass(frozen=True)
+class LessonCompleted:
+    """The lesson is done (its DONE event is recorded with it, once: only when it was not done before)."""
+
+    lesson_id: str
+
+
+@dataclass(frozen=True)
+class QuizStarted:
+    """A Quick Check round of ``question_ids`` begins, replacing any under way; ``seed`` is its shuffle."""
+
+    lesson_id: str
+    question_ids: tuple[str, ...]
+    seed: int
+
+
+@dataclass(frozen=True)
+class PracticeStarted:
+    """The learner is on a lesson's exercise, with no hints shown yet: messages are answers now."""
+
+    lesson_id: str
+
+
+@dataclass(frozen=True)
+class PracticeLeft:
+    """The learner left the exercise under way: messages are no longer answers."""
+
+
+@dataclass(frozen=True)
+class HintsShown:
+    """The learner has seen ``count`` hints of the exercise under way."""
+
+    count: int
+
+
+@dataclass(frozen=True)
+class AttemptGraded:
+    """One graded attempt at a lesson's exercise."""
+
+    lesson_id: str
+    passed: bool
+
+
+@dataclass(frozen=True)
+class LanguageChosen:
+    """The learner's chosen language (None: follow Telegram's)."""
+
+    language: str | None
+
+
+Change = (
+    SlideShown
+    | ReaderAt
+    | DrillSaved
+    | LessonCompleted
+    | QuizStarted
+    | PracticeStarted
+    | PracticeLeft
+    | HintsShown
+    | AttemptGraded
+    | LanguageChosen
+)

@@ -1,0 +1,93 @@
+"""The inbox's table: updates on disk from the moment they are fetched until they are handled (bot.updates)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+
+from bot.storage.backend import PURGE_LOCK
+from bot.storage.engine import Engine, timestamp
+
+
+class InboxQueries(Engine):
+    """The inbox: updates stored, replayed, handled and forgotten."""
+
+    async def accept_updates(self, updates: Sequence[tuple[int, str]], now: dt.datetime) -> set[int]:
+        """Store fetched updates (id, JSON) as pending, on disk; return the ids not stored before.
+
+        An id stored before is a redelivery: pending (replayed at start) or handled already, so not new.
+        """
+        if not updates:
+            return set()
+        fresh = set()
+        # Telegram forgets an update once the next getUpdates confirms it, so it must be on disk by then. The insert
+        # is the claim: of two processes given one update, the second inserts nothing (on PostgreSQL it waits for
+        # the first's commit), so the update is new to one of them only.
+        async with self._write(to_disk=True) as conn:
+            for update_id, payload in updates:
+                claimed = await conn.one(
+                    "INSERT INTO inbox (update_id, payload, received_at) VALUES (?, ?, ?)"
+                    " ON CONFLICT (update_id) DO NOTHING RETURNING update_id",
+                    (update_id, payload, timestamp(now)),
+                )
+                if claimed is not None:
+                    fresh.add(update_id)
+        return fresh
+
+    async def unhandled_updates(
+        self, max_crashes: int, now: dt.datetime
+    ) -> tuple[list[tuple[int, int, str]], list[int]]:
+        """Count a replay for every pending update; return (id, replays, JSON) of each, in order, and the ids given
+        up now because the bot died ``max_crashes`` times while handling them alone."""
+        async with self._write() as conn:
+            # Still pending and handled alone when the bot stopped: it died handling this update, and this one only.
+            await conn.execute(
+                "UPDATE inbox SET crashes = crashes + 1, alone = 0 WHERE state = 'pending' AND alone = 1"
+            )
+            abandoned = [
+                row[0]
+                for row in await conn.all(
+                    "SELECT update_id FROM inbox WHERE state = 'pending' AND crashes >= ? ORDER BY update_id",
+                    (max_crashes,),
+                )
+            ]
+            await conn.execute(
+                "UPDATE inbox SET state = 'abandoned', payload = NULL, handled_at = ?"
+                " WHERE state = 'pending' AND crashes >= ?",
+                (timestamp(now), max_crashes),
+            )
+            await conn.execute("UPDATE inbox SET replays = replays + 1 WHERE state = 'pending'")
+            rows = await conn.all(
+                "SELECT update_id, replays, payload FROM inbox WHERE state = 'pending' ORDER BY update_id"
+            )
+        return [(row[0], row[1], row[2]) for row in rows], abandoned
+
+    async def give_up_update(self, update_id: int, now: dt.datetime) -> None:
+        """Mark a pending update abandoned: it is never handled."""
+        await self._write_one(
+            "UPDATE inbox SET state = 'abandoned', payload = NULL, handled_at = ? WHERE update_id = ?",
+            (timestamp(now), update_id),
+        )
+
+    async def handling_alone(self, update_id: int, alone: bool) -> None:
+        """Note whether a pending update is being handled alone, so that a crash meanwhile is blamed on it."""
+        await self._write_one("UPDATE inbox SET alone = ? WHERE update_id = ?", (int(alone), update_id))
+
+    async def updates_handled(self, update_ids: Sequence[int], now: dt.datetime) -> None:
+        """Mark updates handled; their text is dropped, their ids kept to recognise redeliveries."""
+        async with self._write() as conn:
+            await conn.executemany(
+                "UPDATE inbox SET state = 'handled', payload = NULL, handled_at = ? WHERE update_id = ?"
+                " AND state = 'pending'",
+                [(timestamp(now), update_id) for update_id in update_ids],
+            )
+
+    async def forget_updates(self, received_before: dt.datetime) -> int:
+        """Delete handled updates received before ``received_before``; return how many (0 when another process
+        is purging right now: the daily purge runs in one process across replicas, whichever comes first)."""
+        async with self._write() as conn:
+            if not await conn.try_lock(PURGE_LOCK):
+                return 0
+            return await conn.execute(
+                "DELETE FROM inbox WHERE state != 'pending' AND received_at < ?", (timestamp(received_before),)
+            )

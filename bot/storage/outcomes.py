@@ -1,0 +1,164 @@
+"""One update's changes and events, written in one transaction keyed by the update (bot.changes says what each is).
+
+An update replayed after a crash writes again what it wrote before: every statement here leaves the tables as one
+write would. Places are set, not added to; an event or a graded attempt carries its update's id under a unique key
+(migration 9), so the second insert is ignored; a drill attempt is saved by compare-and-set, so a replayed tap
+finds its turn passed and changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bot.changes import (
+    AttemptGraded,
+    Change,
+    DrillSaved,
+    Event,
+    HintsShown,
+    LanguageChosen,
+    LessonCompleted,
+    PracticeLeft,
+    PracticeStarted,
+    QuizStarted,
+    ReaderAt,
+    SlideShown,
+)
+from bot.learner import EventKind
+from bot.storage.drills import SAVE_DRILL, drill_params
+from bot.storage.engine import Engine, Transaction
+from bot.storage.events import RECORD_EVENT
+
+
+class StaleAttempt(Exception):
+    """A drill attempt changed since the update read it: the outcome was not stored (internal to ``store``)."""
+
+
+class OutcomeQueries(Engine):
+    """The one write of an update."""
+
+    async def store(
+        self,
+        user_id: int,
+        changes: Sequence[Change],
+        events: Sequence[Event] = (),
+        *,
+        language: str,
+        update_id: int | None,
+    ) -> bool:
+        """Write ``changes`` and ``events`` of one update in one transaction; False (nothing written) if a drill
+        attempt it saves changed meanwhile.
+
+        ``update_id`` keys the events and attempts, so a replay of the update records none of them again (None: an
+        update that did not come through the inbox, never replayed). ``language`` is the course language shown.
+        """
+        if not changes and not (events and self.events_days != 0):
+            return True
+        now = self._now()
+        try:
+            async with self._write() as conn:
+                completed: list[str] = []
+                for change in changes:
+                    if isinstance(change, LessonCompleted):
+                        completed.append(change.lesson_id)  # after the events: DONE comes after what finished it
+                    else:
+                        await self._change(conn, user_id, change, now, update_id)
+                done = []
+                for lesson_id in completed:
+                    completed_now = await conn.execute(
+                        "UPDATE lesson_progress SET completed_at = ? WHERE user_id = ? AND lesson_id = ?"
+                        " AND completed_at IS NULL AND slides_read_at IS NOT NULL",
+                        (now, user_id, lesson_id),
+                    )
+                    if completed_now == 1:  # done just now: its DONE event is recorded once, here
+                        done.append(Event(EventKind.DONE, lesson_id))
+                if self.events_days != 0:
+                    for event in (*events, *done):
+                        await conn.execute(RECORD_EVENT, _event_params(user_id, event, now, language, update_id))
+        except StaleAttempt:
+            return False
+        return True
+
+    async def _change(self, conn: Transaction, user_id: int, change: Change, now: str, update_id: int | None) -> None:
+        match change:
+            case SlideShown():
+                await conn.execute(
+                    "INSERT INTO lesson_progress (user_id, lesson_id, slide_id, furthest_slide_id, slides_read_at)"
+                    " VALUES (:user, :lesson, :slide, :furthest, CASE WHEN :last = 1 THEN :now END)"
+                    " ON CONFLICT (user_id, lesson_id) DO UPDATE SET slide_id = :slide, furthest_slide_id = :furthest,"
+                    " slides_read_at = coalesce(lesson_progress.slides_read_at, CASE WHEN :last = 1 THEN :now END)",
+                    {
+                        "user": user_id,
+                        "lesson": change.lesson_id,
+                        "slide": change.slide_id,
+                        "furthest": change.furthest_slide_id,
+                        "last": int(change.last),
+                        "now": now,
+                    },
+                )
+                await conn.execute(
+                    "UPDATE learners SET lesson_id = ?, updated_at = ? WHERE user_id = ?",
+                    (change.lesson_id, now, user_id),
+                )
+            case ReaderAt():
+                await conn.execute(
+                    "UPDATE learners SET reader_message_id = ?, reader_view = ?, updated_at = ? WHERE user_id = ?",
+                    (change.message_id, change.view.value, now, user_id),
+                )
+            case DrillSaved():
+                saved = await conn.execute(
+                    SAVE_DRILL,
+                    drill_params(user_id, change.lesson_id, change.drill_id, change.before, change.after, now),
+                )
+                if saved != 1:
+                    raise StaleAttempt(change.drill_id)
+            case QuizStarted():
+                await conn.execute(
+                    "UPDATE learners SET quiz_lesson_id = ?, quiz_queue = ?, quiz_poll_id = NULL, quiz_seed = ?,"
+                    " updated_at = ? WHERE user_id = ?",
+                    (change.lesson_id, " ".join(change.question_ids), change.seed, now, user_id),
+                )
+            case PracticeStarted():
+                await conn.execute(
+                    "UPDATE learners SET practice_lesson_id = ?, hints_shown = 0, updated_at = ? WHERE user_id = ?",
+                    (change.lesson_id, now, user_id),
+                )
+            case PracticeLeft():
+                await conn.execute(
+                    "UPDATE learners SET practice_lesson_id = NULL, hints_shown = 0, updated_at = ? WHERE user_id = ?",
+                    (now, user_id),
+                )
+            case HintsShown():
+                await conn.execute(
+                    "UPDATE learners SET hints_shown = ?, updated_at = ? WHERE user_id = ?",
+                    (change.count, now, user_id),
+                )
+            case AttemptGraded():
+                await conn.execute(
+                    "INSERT INTO exercise_attempts (user_id, lesson_id, passed, attempted_at, update_id)"
+                    " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    (user_id, change.lesson_id, int(change.passed), now, update_id),
+                )
+            case LanguageChosen():
+                await conn.execute(
+                    "UPDATE learners SET language = ?, updated_at = ? WHERE user_id = ?",
+                    (change.language, now, user_id),
+                )
+            case LessonCompleted():
+                raise ValueError("a completed lesson is written after the events (store)")
+
+
+def _event_params(user_id: int, event: Event, now: str, language: str, update_id: int | None) -> dict[str, object]:
+    return {
+        "user": user_id,
+        "at": now,
+        "language": language,
+        "lesson": event.lesson_id,
+        "kind": str(event.kind),
+        "item": event.item_id,
+        "option": event.option_id,
+        "verdict": event.verdict,
+        "check": event.failed_check,
+        "seconds": None,
+        "update": update_id,
+    }
