@@ -14,6 +14,7 @@ from hypothesis import settings
 
 from bot.app import CourseBot
 from bot.config import Config
+from bot.storage.db import Database
 from tests.pg import Cluster, cluster
 from tests.standin import BotApiStandin
 
@@ -105,3 +106,19 @@ def pg_cluster() -> Iterator[Cluster]:
 def pg_url(pg_cluster: Cluster) -> str:
     """The URL of an empty PostgreSQL database of this test's own."""
     return pg_cluster.new_database()
+
+
+ENGINES = ("sqlite", "postgresql")
+
+
+@pytest.fixture(params=ENGINES)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """Where a storage test's database lives, once per engine: an SQLite file, then an empty PostgreSQL database."""
+    if request.param == "sqlite":
+        return tmp_path / "data" / "coursebot.sqlite3"
+    return str(request.getfixturevalue("pg_url"))
+
+
+async def peek(db: Database, sql: str) -> list[tuple[object, ...]]:
+    """Return the rows of ``sql`` read through the database's own engine, as tuples (a test's look at the tables)."""
+    return [tuple(row) for row in await db._all(sql)]

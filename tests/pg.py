@@ -37,7 +37,7 @@ def binaries() -> Path | None:
 SKIP_REASON = f"PostgreSQL {VERSION} is not installed (apt-get install postgresql; .ci/run does)"
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with closing(socket.socket()) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -112,7 +112,7 @@ def cluster() -> Iterator[Cluster]:
     if user is not None:
         entry = pwd.getpwnam(user)
         os.chown(folder, entry.pw_uid, entry.pw_gid)
-    port = _free_port()
+    port = free_port()
     running = Cluster(folder, port, folder_bin, user)
     try:
         _run_as(
