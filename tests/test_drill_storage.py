@@ -1,4 +1,5 @@
-"""Drill attempts in a real SQLite file and a real PostgreSQL database: stored per learner and drill, guarded by their turn, reset with the rest."""
+"""Drill attempts in a real SQLite file and a real PostgreSQL database: stored per learner and drill, guarded by
+their turn, reset with the rest."""
 
 from __future__ import annotations
 
