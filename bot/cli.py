@@ -1,4 +1,4 @@
-"""The coursebot command line: run, web, reload, lint, preview, db backup."""
+"""The coursebot command line: run, web, reload, lint, preview, stats, db backup, db copy."""
 
 from __future__ import annotations
 
@@ -335,9 +335,21 @@ def _backup(args: argparse.Namespace) -> int:
     from bot.storage.db import backup
 
     config = Config.from_env()
+    if config.db_url is not None:
+        raise ConfigError("COURSEBOT_DB is a PostgreSQL database: back it up with pg_dump (README: PostgreSQL)")
     _as_owner_of(config.db_path.parent)
     backup(config.db_path, Path(args.path))
     print(f"backed up {config.db_path} to {args.path}")
+    return 0
+
+
+def _copy(args: argparse.Namespace) -> int:
+    from bot import dbcopy
+    from bot.storage.backend import redacted
+
+    _as_owner_of(Path(args.source).parent)
+    asyncio.run(dbcopy.copy(Path(args.source), args.target))
+    print(f"copied {args.source} to {redacted(args.target)}; set COURSEBOT_DB to that URL and start the bot")
     return 0
 
 
@@ -449,6 +461,13 @@ def parser() -> argparse.ArgumentParser:
     backup = db.add_parser("backup", help="copy the live database (COURSEBOT_DB) to PATH, safely while the bot runs")
     backup.add_argument("path")
     backup.set_defaults(func=_backup)
+    copy = db.add_parser(
+        "copy",
+        help="copy an SQLite database (every learner, all of it) into an empty PostgreSQL database, checked by counts",
+    )
+    copy.add_argument("source", metavar="SQLITE_FILE")
+    copy.add_argument("target", metavar="POSTGRESQL_URL", help="postgresql://user:password@host:port/name")
+    copy.set_defaults(func=_copy)
     return top
 
 

@@ -315,13 +315,21 @@ class PerLearnerOrder(BaseUpdateProcessor):
 
     Two quick taps of one learner must not race on their progress; two learners never wait for each other.
     Each update is handled inside ``scope`` (bot.context.update_scope: its learner's language), which
-    encloses the error handler too. With an ``inbox``, its handling counts as the update's work.
+    encloses the error handler too. With an ``inbox``, its handling counts as the update's work. ``learner_lock``
+    (Database.learner_lock) orders one learner's updates across processes too: on PostgreSQL, replicas share it.
     """
 
-    def __init__(self, max_concurrent_updates: int, scope: UpdateScope, inbox: Inbox | None = None):
+    def __init__(
+        self,
+        max_concurrent_updates: int,
+        scope: UpdateScope,
+        inbox: Inbox | None = None,
+        learner_lock: Callable[[int], AbstractAsyncContextManager[None]] | None = None,
+    ):
         super().__init__(max_concurrent_updates)
         self._scope = scope
         self._inbox = inbox
+        self._learner_lock = learner_lock
         self._locks: dict[int, asyncio.Lock] = {}
         self._users: dict[int, int] = {}
 
@@ -347,8 +355,13 @@ class PerLearnerOrder(BaseUpdateProcessor):
         lock = self._locks.setdefault(key, asyncio.Lock())
         self._users[key] = self._users.get(key, 0) + 1
         try:
-            async with lock, self._scope(update):
-                await coroutine
+            async with lock:
+                if self._learner_lock is None:
+                    async with self._scope(update):
+                        await coroutine
+                else:
+                    async with self._learner_lock(key), self._scope(update):
+                        await coroutine
         finally:
             self._users[key] -= 1
             if not self._users[key]:

@@ -94,6 +94,11 @@ class Backend(Protocol):
         """Return the names of the storage's tables, in creation order."""
         ...
 
+    def learner_lock(self, key: int) -> AbstractAsyncContextManager[None]:
+        """Hold a learner's lock across processes for a block (one update's handling); nothing on SQLite, whose one
+        process orders a learner's updates itself (bot.updates.PerLearnerOrder)."""
+        ...
+
     async def close(self) -> None: ...
 
 

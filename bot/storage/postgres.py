@@ -26,6 +26,13 @@ log = logging.getLogger(__name__)
 
 # Connections per bot process: updates handled at once wait for one beyond this.
 POOL_SIZE = 10
+# Connections that hold learners' locks, apart from the queries' pool so holding locks can never starve the queries:
+# a process handles at most this many learners' updates at once.
+LOCK_POOL_SIZE = 32
+# A process stopped (SIGSTOP) while it holds a learner's lock would keep that learner waiting for good; PostgreSQL
+# ends a lock's session once it has been idle in its transaction this long, and the lock with it. Longer than any
+# one update takes (a code run is capped well below it).
+LOCK_IDLE_LIMIT_MS = 90_000
 CONNECT_TIMEOUT_S = 10.0
 # The schema version, as SQLite keeps it in PRAGMA user_version.
 VERSION_TABLE = "coursebot_schema"
@@ -116,8 +123,14 @@ class PostgresBackend:
 
     name = "postgresql"
 
-    def __init__(self, pool: AsyncConnectionPool[psycopg.AsyncConnection[PgRow]], url: str):
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[psycopg.AsyncConnection[PgRow]],
+        locks: AsyncConnectionPool[psycopg.AsyncConnection[PgRow]],
+        url: str,
+    ):
         self._pool = pool
+        self._locks = locks
         self.url = url
         self.where = redacted(url)
         self._closed = False
@@ -142,12 +155,52 @@ class PostgresBackend:
             timeout=timeout,
             name="coursebot",
         )
+        locks: AsyncConnectionPool[psycopg.AsyncConnection[PgRow]] = AsyncConnectionPool(
+            url,
+            min_size=0,
+            max_size=LOCK_POOL_SIZE,
+            kwargs={
+                "autocommit": True,
+                "prepare_threshold": None,
+                "row_factory": ROWS,
+                "options": f"-c idle_in_transaction_session_timeout={int(LOCK_IDLE_LIMIT_MS)}",
+            },
+            open=False,
+            timeout=3600.0,  # an update waits its turn among this process's updates, as PerLearnerOrder's do
+            name="coursebot-locks",
+        )
         try:
             await pool.open(wait=True, timeout=timeout)
+            await locks.open()
         except (PoolTimeout, psycopg.Error) as exc:
             await pool.close()
+            await locks.close()
             raise StorageError(f"cannot reach the database {where}: {exc}") from exc
-        return cls(pool, url)
+        return cls(pool, locks, url)
+
+    @asynccontextmanager
+    async def learner_lock(self, key: int) -> AsyncIterator[None]:
+        """Hold ``pg_advisory_xact_lock(key)`` on a connection of its own for the block: a learner's updates at other
+        replicas wait for it. The lock goes with the transaction, so a replica that dies lets it go."""
+        async with self._lock_connection(key) as conn:
+            try:
+                yield
+            finally:
+                try:
+                    await conn.execute("COMMIT")
+                except psycopg.Error as exc:
+                    # The update is handled; only the lock went early (its session outlived LOCK_IDLE_LIMIT_MS).
+                    log.warning("the lock of learner %s ended before its update did: %s", key, exc)
+
+    @asynccontextmanager
+    async def _lock_connection(self, key: int) -> AsyncIterator[psycopg.AsyncConnection[PgRow]]:
+        try:
+            async with self._locks.connection() as conn:
+                await conn.execute("BEGIN")
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+                yield conn
+        except psycopg.Error as exc:
+            raise StorageError(f"the lock of learner {key} at {self.where} failed: {exc}") from exc
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[PgRow]]:
@@ -225,4 +278,5 @@ class PostgresBackend:
         if self._closed:
             return
         self._closed = True
+        await self._locks.close()
         await self._pool.close()

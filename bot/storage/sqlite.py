@@ -133,6 +133,11 @@ class SqliteBackend:
         rows = await self.all("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid")
         return [row["name"] for row in rows if not row["name"].startswith("sqlite_")]
 
+    @asynccontextmanager
+    async def learner_lock(self, key: int) -> AsyncIterator[None]:
+        """One process owns the file: its in-process lock per learner (bot.updates.PerLearnerOrder) is the lock."""
+        yield
+
     async def close(self) -> None:
         if self._closed:
             return
