@@ -22,9 +22,10 @@ class InboxQueries(Engine):
         fresh = set()
         # Telegram forgets an update once the next getUpdates confirms it, so it must be on disk by then. The insert
         # is the claim: of two processes given one update, the second inserts nothing (on PostgreSQL it waits for
-        # the first's commit), so the update is new to one of them only.
+        # the first's commit), so the update is new to one of them only. In id order: two processes claiming
+        # overlapping batches take the ids' row locks in one order, never waiting on each other in a cycle.
         async with self._write(to_disk=True) as conn:
-            for update_id, payload in updates:
+            for update_id, payload in sorted(updates):
                 claimed = await conn.one(
                     "INSERT INTO inbox (update_id, payload, received_at) VALUES (?, ?, ?)"
                     " ON CONFLICT (update_id) DO NOTHING RETURNING update_id",
