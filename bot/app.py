@@ -24,6 +24,7 @@ from bot.config import Config
 from bot.context import BotData, CourseContext, Services, update_scope
 from bot.errors import ConfigError, StorageError
 from bot.handlers import course, drills, fallback, language, lessons, practice, progress, quiz, settings
+from bot.handlers.router import Router
 from bot.i18n import DEFAULT_LANGUAGE, I18n, _, telegram_code
 from bot.library.live import Edition, Library, Reloaded
 from bot.library.watch import Watcher
@@ -44,21 +45,26 @@ ALLOWED_UPDATES = [Update.MESSAGE, Update.EDITED_MESSAGE, Update.CALLBACK_QUERY,
 LONG_POLL_SECONDS = 10
 
 
-def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
-    """Return every handler, in the order they are tried."""
+def routers() -> list[Router]:
+    """Return every feature's router, in the order they are tried."""
     # Order matters: groups get their pointer before any course handler, and the catch-alls in fallback come last.
     return [
-        *fallback.group_handlers(),
-        *course.handlers(),
-        *lessons.handlers(),
-        *quiz.handlers(),
-        *drills.handlers(),
-        *progress.handlers(),
-        *settings.handlers(),
-        *language.handlers(),
-        *practice.handlers(),
-        *fallback.handlers(),
+        fallback.groups,
+        course.router,
+        lessons.router,
+        quiz.router,
+        drills.router,
+        progress.router,
+        settings.router,
+        language.router,
+        practice.router,
+        fallback.router,
     ]
+
+
+def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
+    """Return every handler, in the order they are tried."""
+    return [handler for router in routers() for handler in router.handlers()]
 
 
 def build_application(config: Config, services: Services) -> CourseApplication:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import ClassVar
+from enum import Enum
+from typing import ClassVar, get_type_hints
 
 from bot.telegram_rules.limits import CALLBACK_DATA_MAX_BYTES
 
@@ -18,9 +19,21 @@ class CallbackDataError(ValueError):
     """Callback data that this bot never produced: forged, stale from another version, or garbled."""
 
 
+class Move(Enum):
+    """What a tap on a drill asks for; the value travels in callback data."""
+
+    PLACE = "p"  # add a line (arg: its piece number) to the arrangement
+    UNDO = "u"  # take the last line back
+    RESET = "r"  # take every line back
+    CHECK = "k"  # grade the arrangement
+    CHOOSE = "c"  # pick a choice (arg: its number in the lesson file)
+    AGAIN = "a"  # start a solved drill over, to practise it again
+
+
 @dataclass(frozen=True)
 class CallbackData:
-    """Base of every button payload; subclasses set ``prefix`` and declare str or int fields."""
+    """Base of every button payload; subclasses set ``prefix`` and declare str, int or Enum fields (an Enum travels
+    as its value, so a handler gets the member, never a string to parse)."""
 
     prefix: ClassVar[str] = ""
     _by_prefix: ClassVar[dict[str, type[CallbackData]]] = {}
@@ -37,7 +50,7 @@ class CallbackData:
         parts = [self.prefix]
         for f in fields(self):
             raw = getattr(self, f.name)
-            value = str(raw)
+            value = str(raw.value) if isinstance(raw, Enum) else str(raw)
             if (isinstance(raw, int) and raw < 0) or not _FIELD.fullmatch(value):
                 raise ValueError(
                     f"{type(self).__name__}.{f.name}={value!r}: use 1-40 of a-z, 0-9 and '-' "
@@ -63,12 +76,19 @@ class CallbackData:
         declared = fields(cls)
         if len(values) != len(declared) or not all(_FIELD.fullmatch(v) for v in values):
             raise CallbackDataError(f"malformed callback data {data!r}")
-        parsed: dict[str, str | int] = {}
+        parsed: dict[str, object] = {}
+        types = get_type_hints(cls)
         for f, value in zip(declared, values, strict=True):
-            if f.type in (int, "int"):
+            kind = types[f.name]
+            if kind is int:
                 if not value.isdigit():
                     raise CallbackDataError(f"{f.name} must be a number in {data!r}")
                 parsed[f.name] = int(value)
+            elif isinstance(kind, type) and issubclass(kind, Enum):
+                try:
+                    parsed[f.name] = kind(value)
+                except ValueError:
+                    raise CallbackDataError(f"{f.name} must be one of {[m.value for m in kind]} in {data!r}") from None
             else:
                 parsed[f.name] = value
         return cls(**parsed)
@@ -206,13 +226,13 @@ class ShowDrill(CallbackData, prefix="dv"):
 
 @dataclass(frozen=True)
 class DrillTap(CallbackData, prefix="dm"):
-    """A move on the drill shown: ``move`` is a bot.drills.Move value, ``arg`` the piece or choice it names.
+    """A move on the drill shown: ``arg`` is the piece or choice ``move`` names.
 
     ``turn`` is the attempt's turn the screen was drawn at: a tap from an older screen is stale.
     """
 
     lesson: str
     drill: str
-    move: str
+    move: Move
     arg: int
     turn: int

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.learner import DrillProgress, EventKind, ReaderView
+from bot.learner import DrillProgress, EventKind, ReaderView, SentPoll
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,19 @@ class LessonCompleted:
 
 
 @dataclass(frozen=True)
+class AnswerRecorded:
+    """A Quick Check answer: the position tapped and the option there. Recorded once per poll: if it was recorded
+    before, the whole outcome is dropped (a replay). ``remaining``: the round's questions left when it answers the
+    awaited poll (its question popped), None when it answers an earlier poll, which moves nothing."""
+
+    poll: SentPoll
+    option_index: int
+    option_id: str
+    correct: bool
+    remaining: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
 class QuizStarted:
     """A Quick Check round of ``question_ids`` begins, replacing any under way; ``seed`` is its shuffle."""
 
@@ -106,6 +119,7 @@ Change = (
     SlideShown
     | ReaderAt
     | DrillSaved
+    | AnswerRecorded
     | LessonCompleted
     | QuizStarted
     | PracticeStarted

@@ -16,10 +16,13 @@ from telegram.ext import Application, CallbackContext, ExtBot
 from bot import logs
 from bot.config import Config
 from bot.course.model import Content, Course
+from bot.errors import StorageError
+from bot.faults import FaultPoints
 from bot.i18n import I18n, current_language
-from bot.learner import Learner
+from bot.learner import Learner, LessonProgress
 from bot.library.live import Library
 from bot.metrics import Metrics
+from bot.snapshot import Snapshot
 from bot.storage.db import Database
 from runner.client import Runner
 
@@ -38,6 +41,8 @@ class Services:
     running: set[int] = field(default_factory=set)
     # What the bot counts for /metrics (bot.metrics).
     metrics: Metrics = field(default_factory=Metrics)
+    # Where a test makes the bot fail between two steps of an update, as a crash would (bot.faults).
+    faults: FaultPoints = field(default_factory=FaultPoints)
 
     @property
     def content(self) -> Content:
@@ -56,12 +61,14 @@ class BotData:
     services: Services
 
 
-# The learner's row as update_scope read it; for_learner builds on it rather than reading it again.
-_stored_learner: ContextVar[Learner | None] = ContextVar("stored_learner", default=None)
+# The learner's row and current place as update_scope read them; for_learner builds the update's snapshot on them
+# rather than reading them again.
+_stored_learner: ContextVar[tuple[Learner, LessonProgress | None] | None] = ContextVar("stored_learner", default=None)
 
 
-def stored_learner() -> Learner | None:
-    """Return the current update's learner as stored when the update came in (None: not a learner yet)."""
+def stored_learner() -> tuple[Learner, LessonProgress | None] | None:
+    """Return the current update's learner as stored when the update came in, with their place in the lesson they
+    are in (None: not a learner yet)."""
     return _stored_learner.get()
 
 
@@ -80,18 +87,19 @@ async def update_scope(services: Services, update: object) -> AsyncIterator[None
 @asynccontextmanager
 async def _learner_scope(services: Services, update: object) -> AsyncIterator[None]:
     user = update.effective_user if isinstance(update, Update) else None
-    found: Learner | None = None
+    read: tuple[Learner, LessonProgress | None] | None = None
     if user is not None and not user.is_bot:
         try:
-            found = await services.db.find_learner(user.id)
-        except sqlite3.Error:
+            read = await services.db.learner_at(user.id)
+        except (sqlite3.Error, StorageError):
             # Speak Telegram's language; the handler meets the same failure and tells the learner of it.
             log.exception("cannot read the language of user %s", user.id)
+    found = read[0] if read is not None else None
     language = services.i18n.choose(
         found.language if found else None,
         (user.language_code if user else None) or (found.telegram_language if found else None),
     )
-    token = _stored_learner.set(found)
+    token = _stored_learner.set(read)
     update_id = logs.UPDATE_ID.set(update.update_id if isinstance(update, Update) else None)
     if isinstance(update, Update):
         services.metrics.updates.labels(update_kind(update)).inc()
@@ -121,7 +129,7 @@ class CourseContext(CallbackContext[ExtBot[None], dict[Any, Any], dict[Any, Any]
         user_id: int | None = None,
     ):
         super().__init__(application, chat_id=chat_id, user_id=user_id)
-        self._learner: Learner | None = None
+        self._snapshot: Snapshot | None = None
 
     @property
     def services(self) -> Services:
@@ -129,15 +137,20 @@ class CourseContext(CallbackContext[ExtBot[None], dict[Any, Any], dict[Any, Any]
         return self.bot_data.services
 
     @property
+    def snapshot(self) -> Snapshot:
+        """Return the update's learner as read once, with what flows need loaded on demand (for_learner sets it)."""
+        if self._snapshot is None:
+            raise RuntimeError("this handler has no learner: wrap it in for_learner")
+        return self._snapshot
+
+    @snapshot.setter
+    def snapshot(self, snapshot: Snapshot) -> None:
+        self._snapshot = snapshot
+
+    @property
     def learner(self) -> Learner:
         """Return the update's learner, as handlers wrapped in for_learner see it."""
-        if self._learner is None:
-            raise RuntimeError("this handler has no learner: wrap it in for_learner")
-        return self._learner
-
-    @learner.setter
-    def learner(self, learner: Learner) -> None:
-        self._learner = learner
+        return self.snapshot.learner
 
     @property
     def course(self) -> Course:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from bot import feedback
+from bot.callbacks import Move as Move  # a drill's moves travel in callback data, declared there
 from bot.course.model import ChoiceDrill, Drill, Lesson, ParsonsDrill, program
 from bot.learner import Answer, DrillProgress
 from bot.navigation import unanswered
@@ -26,17 +27,6 @@ from runner.client import RunResult, Status
 
 # Buttons carry the attempt's turn modulo this, so callback data stays short; a stale tap is one turn behind.
 TURNS = 1000
-
-
-class Move(Enum):
-    """What a tap on a drill asks for; the value travels in callback data."""
-
-    PLACE = "p"  # add a line (arg: its piece number) to the arrangement
-    UNDO = "u"  # take the last line back
-    RESET = "r"  # take every line back
-    CHECK = "k"  # grade the arrangement
-    CHOOSE = "c"  # pick a choice (arg: its number in the lesson file)
-    AGAIN = "a"  # start a solved drill over, to practise it again
 
 
 def fitted(drill: Drill, progress: DrillProgress) -> DrillProgress:

@@ -580,7 +580,7 @@ def _wrong_choice(shown: Drill, choice: str) -> Html:
 
 
 def _tap(lesson: Lesson, shown: Drill, progress: DrillProgress, move: Move, arg: int = 0) -> DrillTap:
-    return DrillTap(lesson.id, shown.id, move.value, arg, progress.stamp)
+    return DrillTap(lesson.id, shown.id, move, arg, progress.stamp)
 
 
 def _drill_moves(lesson: Lesson, shown: Drill, view: DrillView) -> list[list[InlineKeyboardButton]]:

@@ -25,6 +25,7 @@ from telegram.error import RetryAfter, TelegramError, TimedOut
 from telegram.ext import Application, BaseUpdateProcessor
 
 from bot.context import BotData, CourseContext
+from bot.errors import StorageError
 from bot.storage.db import Database
 
 log = logging.getLogger(__name__)
@@ -181,7 +182,7 @@ class Inbox:
             batch, self._handled = self._handled, []
             try:
                 await self._db.updates_handled(batch, self._clock())
-            except sqlite3.Error:
+            except (sqlite3.Error, StorageError):
                 # Left pending, they are handled again at the next start: at least once rather than lost.
                 log.exception("could not mark %d updates handled", len(batch))
 
@@ -189,7 +190,7 @@ class Inbox:
         self._forgotten_at = now
         try:
             await self._db.forget_updates(now - REMEMBER_HANDLED)
-        except sqlite3.Error:
+        except (sqlite3.Error, StorageError):
             log.exception("could not forget the updates handled before %s", now - REMEMBER_HANDLED)
 
 
@@ -272,7 +273,7 @@ class Polling:
             self._storing = True
             try:
                 fresh = await self._inbox.accept(updates)
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, StorageError) as exc:
                 # Not confirmed: Telegram sends the batch again with the next call.
                 wait = RETRY_FIRST
                 self._on_error(exc)

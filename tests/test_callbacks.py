@@ -15,6 +15,7 @@ from bot.callbacks import (
     Continue,
     DrillTap,
     LeavePractice,
+    Move,
     OpenLesson,
     ResendPoll,
     RetakeMissed,
@@ -58,9 +59,9 @@ EXAMPLES = [
     ChooseLanguage.of(None),
     StartDrills("grad"),
     ShowDrill("grad", "step-order"),
-    DrillTap("grad", "step-order", "p", 3, 12),
+    DrillTap("grad", "step-order", Move.PLACE, 3, 12),
     # The longest a drill tap can be: a lesson id and a drill id of their most characters, the highest turn.
-    DrillTap("a" * 32, "b" * 16, "k", 9, 999),
+    DrillTap("a" * 32, "b" * 16, Move.CHECK, 9, 999),
 ]
 
 
@@ -192,3 +193,10 @@ def test_matches_selects_taps_of_one_kind_only():
 
 def test_max_bytes_is_telegrams_limit():
     assert callbacks.MAX_BYTES == 64
+
+
+def test_an_enum_field_travels_as_its_value_and_a_value_it_does_not_have_is_refused():
+    assert DrillTap("grad", "step-order", Move.UNDO, 0, 4).pack() == "dm:grad:step-order:u:0:4"
+    assert CallbackData.unpack("dm:grad:step-order:u:0:4") == DrillTap("grad", "step-order", Move.UNDO, 0, 4)
+    with pytest.raises(CallbackDataError, match="move must be one of"):
+        CallbackData.unpack("dm:grad:step-order:z:0:4")

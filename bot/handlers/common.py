@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from telegram import CallbackQuery, LinkPreviewOptions, MaybeInaccessibleMessage, Message, Update
 from telegram.constants import ParseMode
 from telegram.error import BadRequest
 
+from bot import logs
 from bot.callbacks import CallbackData, CallbackDataError
+from bot.changes import Change, Event, ReaderAt
 from bot.context import CourseContext, stored_learner
-from bot.i18n import _, current_language
-from bot.learner import EventKind
+from bot.flows.outcome import Outcome, Where, button_refused
+from bot.i18n import current_language
 from bot.render import Screen
+from bot.snapshot import Snapshot
 from bot.telegram_rules.html import HtmlError
 from bot.telegram_rules.text import stored
 
@@ -38,9 +42,11 @@ def for_learner(handler: Handler) -> Handler:
         if user is None or user.is_bot:
             return
         chat = update.effective_chat
-        context.learner = await context.services.db.noted(
-            stored_learner(), user.id, chat.id if chat else user.id, user.language_code
-        )
+        stored = stored_learner()
+        found, place = stored if stored is not None else (None, None)
+        db = context.services.db
+        learner = await db.noted(found, user.id, chat.id if chat else user.id, user.language_code)
+        context.snapshot = Snapshot(db, learner, place)
         await handler(update, context)
 
     return wrapper
@@ -71,11 +77,6 @@ def button(kind: type[D]) -> Callable[[ButtonHandler[D]], Handler]:
     return decorate
 
 
-def lesson_gone() -> str:
-    """Return the toast for a button naming a lesson the course no longer has."""
-    return _("This lesson is no longer in the course. Send /lessons to see the course.")
-
-
 async def refuse(update: Update) -> None:
     """Answer a tap whose data this bot never made: forged, garbled or from an old version."""
     query = update.callback_query
@@ -83,11 +84,6 @@ async def refuse(update: Update) -> None:
         return
     log.info("refused callback data %r from user %s", query.data, query.from_user.id)
     await answer(query, button_refused())
-
-
-def button_refused() -> str:
-    """Return the toast for a tap whose data this bot never made."""
-    return _("This button is not valid any more. Send /lessons to see the course.")
 
 
 async def answer(query: CallbackQuery, text: str | None = None) -> None:
@@ -179,24 +175,61 @@ def shows(message: Message, screen: Screen) -> bool:
     return message.text == text and shown == entities
 
 
-async def record(
-    context: CourseContext,
-    kind: EventKind,
-    lesson_id: str,
-    *,
-    item_id: str | None = None,
-    option_id: str | None = None,
-    verdict: str | None = None,
-    failed_check: str | None = None,
-) -> None:
-    """Record a learning event of the update's learner, in the course language they are shown."""
-    await context.services.db.record_event(
-        user_id=context.learner.user_id,
+@dataclass(frozen=True)
+class Carried:
+    """What carrying out an outcome did."""
+
+    stored: bool  # False: what it was decided over changed meanwhile, and nothing of it was stored
+    shown: tuple[int, ...]  # the ids of the messages showing its screens, in order
+
+
+async def carry_out(update: Update, context: CourseContext, outcome: Outcome, *, feature: str) -> Carried:
+    """Store an outcome in one transaction keyed by the update and show its screens, in the order it asks for
+    (see Outcome.show_first); see Carried.
+
+    A new message that becomes the one edited in place is known only once sent: it is noted in a second write.
+    ``feature`` names the fault points passed (bot.faults): ``<feature>:shown`` and ``<feature>:stored``.
+    """
+    faults = context.services.faults
+    if outcome.show_first:
+        shown = await _show_screens(update, context, outcome)
+        faults.reached(f"{feature}:shown")
+        readers = [
+            ReaderAt(message_id, s.reader) for s, message_id in zip(outcome.screens, shown, strict=True) if s.reader
+        ]
+        stored = await store(context, [*outcome.changes, *readers], outcome.events)
+        faults.reached(f"{feature}:stored")
+        return Carried(stored, shown)
+    stored = await store(context, outcome.changes, outcome.events)
+    faults.reached(f"{feature}:stored")
+    if not stored:
+        return Carried(False, ())
+    shown = await _show_screens(update, context, outcome)
+    faults.reached(f"{feature}:shown")
+    readers = [ReaderAt(message_id, s.reader) for s, message_id in zip(outcome.screens, shown, strict=True) if s.reader]
+    if readers:
+        await store(context, readers)
+    return Carried(True, shown)
+
+
+async def _show_screens(update: Update, context: CourseContext, outcome: Outcome) -> tuple[int, ...]:
+    """Show the outcome's screens; return the ids of the messages showing them."""
+    shown: list[int] = []
+    for screen in outcome.screens:
+        if screen.where is Where.TAPPED:
+            shown.append(await show_in_tapped(update, context, screen.screen))
+        else:
+            shown.append((await send(context, context.learner.chat_id, screen.screen)).message_id)
+    return tuple(shown)
+
+
+async def store(context: CourseContext, changes: Sequence[Change], events: Sequence[Event] = ()) -> bool:
+    """Store what the update changes and the events it records in one transaction, keyed by the update, in the
+    course language the learner is shown; False if a drill attempt changed meanwhile (nothing stored)."""
+    return await context.services.db.store(
+        context.learner.user_id,
+        changes,
+        events,
         language=current_language(),
-        lesson_id=lesson_id,
-        kind=kind,
-        item_id=item_id,
-        option_id=option_id,
-        verdict=verdict,
-        failed_check=failed_check,
+        update_id=logs.UPDATE_ID.get(),
     )

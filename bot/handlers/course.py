@@ -3,77 +3,78 @@
 from __future__ import annotations
 
 from telegram import Update
-from telegram.ext import BaseHandler, CallbackQueryHandler, CommandHandler, filters
 
 from bot import commands, render
-from bot.callbacks import Continue, OpenLesson, ShowMenu, matches
+from bot.callbacks import Continue, OpenLesson, ShowMenu
 from bot.context import CourseContext
-from bot.handlers.common import button, for_learner, lesson_gone, reply, show_in_tapped
-from bot.handlers.lessons import open_place
+from bot.flows import reading
+from bot.flows.outcome import Outcome, Show, lesson_gone
+from bot.handlers import polls
+from bot.handlers.common import carry_out, reply, tapped_message
+from bot.handlers.router import Router
 from bot.i18n import _
-from bot.learner import NOT_STARTED, ReaderView
+from bot.learner import ReaderView
 from bot.navigation import Place, resume, slide_index
+
+router = Router("course")
 
 
 async def _menu_screen(context: CourseContext, *, welcome: bool) -> render.Screen:
-    learner = context.learner
-    progress = await context.services.db.progress(learner.user_id)
-    return render.menu(context.course, progress, resume(context.course, progress, learner.lesson_id), welcome=welcome)
+    progress = await context.snapshot.all_progress()
+    where = resume(context.course, progress, context.learner.lesson_id)
+    return render.menu(context.course, progress, where, welcome=welcome)
 
 
-@for_learner
+@router.command(commands.START)
 async def start(update: Update, context: CourseContext) -> None:
     """Welcome the learner and show the course with one button to start or continue."""
     await reply(update, context, await _menu_screen(context, welcome=True))
 
 
-@for_learner
+@router.command(commands.LESSONS)
 async def lessons(update: Update, context: CourseContext) -> None:
     """Show the course menu."""
     await reply(update, context, await _menu_screen(context, welcome=False))
 
 
 async def _show_menu_here(update: Update, context: CourseContext) -> None:
-    message_id = await show_in_tapped(update, context, await _menu_screen(context, welcome=False))
-    await context.services.db.set_reader_message(context.learner.user_id, message_id, ReaderView.MENU)
+    menu = await _menu_screen(context, welcome=False)
+    await carry_out(
+        update, context, Outcome(screens=(Show(menu, reader=ReaderView.MENU),), show_first=True), feature="menu"
+    )
 
 
-@button(ShowMenu)
+@router.button(ShowMenu)
 async def show_menu(update: Update, context: CourseContext, data: ShowMenu) -> None:
     """Turn the tapped message into the course menu."""
     await _show_menu_here(update, context)
 
 
-@button(Continue)
+async def _open(update: Update, context: CourseContext, place: Place) -> str | None:
+    saved = await context.snapshot.progress(place.lesson.id)
+    tapped = tapped_message(update)
+    outcome = reading.open_place(context.course, context.learner, place, saved, tapped.message_id if tapped else None)
+    await carry_out(update, context, outcome, feature="open")
+    if outcome.resume is not None:
+        return await polls.resume(update, context, place.lesson, asked=outcome.resume.asked)
+    return outcome.toast
+
+
+@router.button(Continue)
 async def continue_course(update: Update, context: CourseContext, data: Continue) -> str | None:
     """Go exactly where the learner left off."""
-    learner = context.learner
-    progress = await context.services.db.progress(learner.user_id)
-    place = resume(context.course, progress, learner.lesson_id)
+    place = resume(context.course, await context.snapshot.all_progress(), context.learner.lesson_id)
     if place is None:
         await _show_menu_here(update, context)
         return _("You finished the course. Open any lesson to review it.")
-    return await open_place(update, context, place, progress)
+    return await _open(update, context, place)
 
 
-@button(OpenLesson)
+@router.button(OpenLesson)
 async def open_lesson(update: Update, context: CourseContext, data: OpenLesson) -> str | None:
     """Open a lesson at the learner's place in it."""
     lesson = context.course.lesson(data.lesson)
     if lesson is None:
         return lesson_gone()
-    progress = await context.services.db.progress(context.learner.user_id)
-    place = Place(lesson, slide_index(lesson, progress.get(lesson.id, NOT_STARTED)))
-    return await open_place(update, context, place, progress)
-
-
-def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
-    """Return this feature's handlers."""
-    private = filters.ChatType.PRIVATE
-    return [
-        CommandHandler(commands.START.name, start, filters=private),
-        CommandHandler(commands.LESSONS.name, lessons, filters=private),
-        CallbackQueryHandler(show_menu, pattern=matches(ShowMenu)),
-        CallbackQueryHandler(continue_course, pattern=matches(Continue)),
-        CallbackQueryHandler(open_lesson, pattern=matches(OpenLesson)),
-    ]
+    place = Place(lesson, slide_index(lesson, await context.snapshot.progress(lesson.id)))
+    return await _open(update, context, place)

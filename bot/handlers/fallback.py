@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from telegram import Update
-from telegram.ext import BaseHandler, CallbackQueryHandler, MessageHandler, filters
+from telegram.ext import CallbackQueryHandler, MessageHandler, filters
 
 from bot import render
 from bot.context import CourseContext
 from bot.handlers.common import for_learner, refuse, reply
+from bot.handlers.router import Router
 from bot.i18n import _
 
 
@@ -54,17 +55,13 @@ async def invalid_button(update: Update, context: CourseContext) -> None:
     await refuse(update)
 
 
-def group_handlers() -> list[BaseHandler[Update, CourseContext, None]]:
-    """Handlers that must come before all others: groups get a pointer to a private chat."""
-    return [MessageHandler(filters.ChatType.GROUPS & filters.UpdateType.MESSAGE, group_chat)]
+# Groups get their pointer before any course handler (app includes this router first) ...
+groups = Router("groups")
+groups.add(MessageHandler(filters.ChatType.GROUPS & filters.UpdateType.MESSAGE, group_chat))
 
-
-def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
-    """Handlers that must come after all others: they catch what nothing else handled."""
-    private = filters.ChatType.PRIVATE
-    return [
-        MessageHandler(private & filters.UpdateType.EDITED_MESSAGE, edited),
-        MessageHandler(private & filters.COMMAND, unknown_command),
-        MessageHandler(private & filters.UpdateType.MESSAGE, anything_else),
-        CallbackQueryHandler(invalid_button),
-    ]
+# ... and the catch-alls come after every other router: they take what nothing else handled.
+router = Router("fallback")
+router.add(MessageHandler(filters.ChatType.PRIVATE & filters.UpdateType.EDITED_MESSAGE, edited))
+router.add(MessageHandler(filters.ChatType.PRIVATE & filters.COMMAND, unknown_command))
+router.add(MessageHandler(filters.ChatType.PRIVATE & filters.UpdateType.MESSAGE, anything_else))
+router.add(CallbackQueryHandler(invalid_button))

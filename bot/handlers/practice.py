@@ -1,4 +1,5 @@
-"""Running code from the chat: /run, fenced code blocks, and graded practice exercises."""
+"""Running code from the chat: /run, fenced code blocks, and graded practice exercises (decided by
+bot.flows.practice)."""
 
 from __future__ import annotations
 
@@ -7,83 +8,54 @@ import time
 
 from telegram import Update
 from telegram.constants import ChatAction
-from telegram.ext import BaseHandler, CallbackQueryHandler, CommandHandler, MessageHandler, filters
+from telegram.ext import MessageHandler, filters
 
 from bot import commands, feedback, render
-from bot.callbacks import LeavePractice, ShowHint, StartPractice, matches
+from bot.callbacks import LeavePractice, ShowHint, StartPractice
 from bot.context import CourseContext
 from bot.course import runner_checks
 from bot.course.model import Exercise, Lesson
-from bot.handlers.common import button, for_learner, lesson_gone, record, reply, send
+from bot.flows import practice as flow
+from bot.flows.outcome import lesson_gone
+from bot.handlers.common import carry_out, for_learner, reply, send, store
+from bot.handlers.router import Router
 from bot.i18n import _
-from bot.learner import EventKind, Learner
-from bot.states import PRACTICE, Practice, PracticeStep, practice_state
-from runner.client import JobLost, Runner, RunnerBusy, RunnerError, RunResult, Status
+from bot.learner import Learner
+from bot.states import Practice, PracticeStep, practice_state
+from runner.client import JobLost, Runner, RunnerBusy, RunnerError, RunResult
 
 log = logging.getLogger(__name__)
 
+router = Router("practice")
 
-@button(StartPractice)
+
+@router.button(StartPractice)
 async def start_practice(update: Update, context: CourseContext, data: StartPractice) -> str | None:
     """Open the exercise: from now on, a message is taken as an answer."""
     lesson = context.course.lesson(data.lesson)
     if lesson is None or lesson.exercise is None:
         return lesson_gone()
-    await context.services.db.start_practice(context.learner.user_id, lesson.id)
-    await send(context, context.learner.chat_id, render.practice_intro(context.course, lesson))
+    await carry_out(update, context, flow.start(context.course, lesson), feature="practice")
     return None
 
 
-def _exercise_under_way(context: CourseContext, lesson_id: str | None, step: PracticeStep) -> Lesson | None:
-    """Return the lesson whose exercise the learner practises, if ``step`` may be taken in it now."""
-    lesson = context.course.lesson(lesson_id) if lesson_id else None
-    if lesson is None or lesson.exercise is None:
-        return None
-    return lesson if PRACTICE.allows(practice_state(context.learner, lesson.id), step) else None
-
-
-@button(ShowHint)
+@router.button(ShowHint)
 async def show_hint(update: Update, context: CourseContext, data: ShowHint) -> str | None:
     """Show the next hint, up to the exercise's last."""
-    lesson = _exercise_under_way(context, data.lesson, PracticeStep.HINT)
-    if lesson is None or lesson.exercise is None:
-        return _("Open the practice first: it comes after the lesson's Quick Check.")
-    shown = await context.services.db.show_hint(context.learner.user_id, len(lesson.exercise.hints))
-    if shown == context.learner.hints_shown:
-        return _("That was the last hint.")
-    await send(context, context.learner.chat_id, render.hint(lesson, context.course, shown))
-    await record(context, EventKind.HINT, lesson.id, item_id=str(shown))
-    return None
+    outcome = flow.hint(context.course, context.learner, data.lesson)
+    await carry_out(update, context, outcome, feature="practice")
+    return outcome.toast
 
 
-async def _leave(context: CourseContext) -> str | None:
-    """Leave the exercise under way, if any: messages are no longer answers; return the lesson left."""
-    left = context.learner.practice_lesson_id
-    if left is None:
-        return None
-    await context.services.db.stop_practice(context.learner.user_id)
-    await record(context, EventKind.LEAVE, left)
-    return left
-
-
-async def leave_other_practice(context: CourseContext, lesson_id: str) -> None:
-    """Leave the practice of another lesson when the learner opens ``lesson_id``: going elsewhere is leaving."""
-    if practice_state(context.learner) is Practice.ON and context.learner.practice_lesson_id != lesson_id:
-        await _leave(context)
-
-
-@button(LeavePractice)
+@router.button(LeavePractice)
 async def leave_practice(update: Update, context: CourseContext, data: LeavePractice) -> str | None:
     """Stop taking messages as answers, and say so below, where the learner looks, with the ways on."""
-    left = await _leave(context)
-    if left is None:
-        return _("You are not in a practice right now.")
-    # A new message, not an edit: the tapped message (a hint, a verdict, the task) keeps what it says.
-    await send(context, context.learner.chat_id, render.practice_left(context.course, context.course.lesson(left)))
-    return None
+    outcome = flow.leave(context.course, context.learner)
+    await carry_out(update, context, outcome, feature="practice")
+    return outcome.toast
 
 
-@for_learner
+@router.command(commands.RUN)
 async def run_command(update: Update, context: CourseContext) -> None:
     """Run the code after /run, ungraded."""
     text = (update.effective_message.text if update.effective_message else None) or ""
@@ -95,11 +67,10 @@ async def run_command(update: Update, context: CourseContext) -> None:
     await _start_run(update, context, code, None)
 
 
-@for_learner
 async def code_message(update: Update, context: CourseContext) -> None:
     """Take a message as code: an answer to the exercise under way, or a fenced block to run."""
     text = (update.effective_message.text if update.effective_message else None) or ""
-    lesson = _exercise_under_way(context, context.learner.practice_lesson_id, PracticeStep.ANSWER)
+    lesson = flow.under_way(context.course, context.learner, context.learner.practice_lesson_id, PracticeStep.ANSWER)
     if lesson is not None:
         await _start_run(update, context, feedback.fenced_code(text) or text, lesson)
         return
@@ -180,7 +151,7 @@ async def _run(context: CourseContext, runner: Runner, learner: Learner, code: s
         services.metrics.jobs.labels(result.status).inc()
         services.metrics.job_seconds.observe(time.monotonic() - started)
         status = feedback.status_line(result, runner.info.limits)
-        if lesson is None or exercise is None or not await _still_practising(context, learner, lesson):
+        if lesson is None or exercise is None:
             await send(context, learner.chat_id, render.run_output(feedback.output_block(result), status))
             return
         await _verdict(context, learner, lesson, exercise, result, status)
@@ -188,47 +159,27 @@ async def _run(context: CourseContext, runner: Runner, learner: Learner, code: s
         services.running.discard(learner.user_id)
 
 
-async def _still_practising(context: CourseContext, learner: Learner, lesson: Lesson) -> bool:
-    """Return whether the learner is still on ``lesson``'s exercise: one left while the code ran gives no verdict."""
-    current = await context.services.db.find_learner(learner.user_id)
-    return current is not None and practice_state(current, lesson.id) is Practice.ON
-
-
 async def _verdict(
-    context: CourseContext,
-    learner: Learner,
-    lesson: Lesson,
-    exercise: Exercise,
-    result: RunResult,
-    status: str | None,
+    context: CourseContext, learner: Learner, lesson: Lesson, exercise: Exercise, result: RunResult, status: str | None
 ) -> None:
-    db = context.services.db
-    await db.record_attempt(learner.user_id, lesson.id, result.passed)
-    verdict, failed_check = feedback.run_event(result)
-    await record(context, EventKind.RUN, lesson.id, item_id="exercise", verdict=verdict, failed_check=failed_check)
-    if result.passed:
-        await db.stop_practice(learner.user_id)
-    lines = ([status] if status and result.status is not Status.OK else []) + feedback.check_feedback(exercise, result)
-    likely = feedback.likely_mistakes(exercise, result)
-    current = await db.find_learner(learner.user_id)
-    hints_shown = current.hints_shown if current else 0
-    # Whatever the run printed or failed on, the verdict fits in one message: the output gives way.
-    screen = render.fitting(
-        lambda room: render.verdict_screen(
-            context.course, lesson, result, lines, likely, hints_shown=hints_shown, output_room=room
-        ),
-        feedback.OUTPUT_MAX,
+    """Grade the run over the learner as they are now (one read): one left while the code ran gets the output only."""
+    faults = context.services.faults
+    faults.reached("run:ran")
+    current = await context.services.db.find_learner(learner.user_id)
+    if current is None or practice_state(current, lesson.id) is not Practice.ON:
+        await send(context, learner.chat_id, render.run_output(feedback.output_block(result), status))
+        return
+    outcome = flow.verdict(context.course, current, lesson, exercise, result, status)
+    await store(context, outcome.changes, outcome.events)
+    faults.reached("run:stored")
+    for shown in outcome.screens:
+        await send(context, learner.chat_id, shown.screen)
+    faults.reached("run:sent")
+
+
+router.add(
+    MessageHandler(
+        filters.ChatType.PRIVATE & filters.UpdateType.MESSAGE & filters.TEXT & ~filters.COMMAND,
+        for_learner(code_message),
     )
-    await send(context, learner.chat_id, screen)
-
-
-def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
-    """Return this feature's handlers; code_message must come before the fallback for text."""
-    private = filters.ChatType.PRIVATE
-    return [
-        CallbackQueryHandler(start_practice, pattern=matches(StartPractice)),
-        CallbackQueryHandler(show_hint, pattern=matches(ShowHint)),
-        CallbackQueryHandler(leave_practice, pattern=matches(LeavePractice)),
-        CommandHandler(commands.RUN.name, run_command, filters=private),
-        MessageHandler(private & filters.UpdateType.MESSAGE & filters.TEXT & ~filters.COMMAND, code_message),
-    ]
+)

@@ -3,26 +3,27 @@
 from __future__ import annotations
 
 from telegram import Update
-from telegram.ext import BaseHandler, CommandHandler, filters
 
 from bot import commands, render
 from bot.context import CourseContext
-from bot.handlers.common import for_learner, reply
+from bot.handlers.common import reply
+from bot.handlers.router import Router
 from bot.navigation import course_score
 
+router = Router("progress")
 
-@for_learner
+
+@router.command(commands.PROGRESS)
 async def progress(update: Update, context: CourseContext) -> None:
     """Show lessons done, the score and each lesson's state."""
-    db = context.services.db
-    user_id = context.learner.user_id
-    answers = await db.latest_answers(user_id)
+    snapshot = context.snapshot
+    answers = await snapshot.all_answers()
     correct, total = course_score(context.course, answers)
-    passed = await db.exercises_passed(user_id)
-    solved = await db.drills_solved(user_id)
+    passed = await context.services.db.exercises_passed(context.learner.user_id)
+    solved = await snapshot.all_solved()
     screen = render.progress_report(
         context.course,
-        await db.progress(user_id),
+        await snapshot.all_progress(),
         correct,
         total,
         len(answers),
@@ -32,8 +33,3 @@ async def progress(update: Update, context: CourseContext) -> None:
         ),
     )
     await reply(update, context, screen)
-
-
-def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
-    """Return this feature's handlers."""
-    return [CommandHandler(commands.PROGRESS.name, progress, filters=filters.ChatType.PRIVATE)]

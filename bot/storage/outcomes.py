@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bot.changes import (
+    AnswerRecorded,
     AttemptGraded,
     Change,
     DrillSaved,
@@ -30,8 +31,9 @@ from bot.storage.engine import Engine, Transaction
 from bot.storage.events import RECORD_EVENT
 
 
-class StaleAttempt(Exception):
-    """A drill attempt changed since the update read it: the outcome was not stored (internal to ``store``)."""
+class Precondition(Exception):
+    """What the outcome was decided over changed (a drill attempt) or was stored before (an answer): nothing of it is
+    stored (internal to ``store``)."""
 
 
 class OutcomeQueries(Engine):
@@ -47,7 +49,7 @@ class OutcomeQueries(Engine):
         update_id: int | None,
     ) -> bool:
         """Write ``changes`` and ``events`` of one update in one transaction; False (nothing written) if a drill
-        attempt it saves changed meanwhile.
+        attempt it saves changed meanwhile, or an answer it records was recorded before.
 
         ``update_id`` keys the events and attempts, so a replay of the update records none of them again (None: an
         update that did not come through the inbox, never replayed). ``language`` is the course language shown.
@@ -75,7 +77,7 @@ class OutcomeQueries(Engine):
                 if self.events_days != 0:
                     for event in (*events, *done):
                         await conn.execute(RECORD_EVENT, _event_params(user_id, event, now, language, update_id))
-        except StaleAttempt:
+        except Precondition:
             return False
         return True
 
@@ -111,7 +113,34 @@ class OutcomeQueries(Engine):
                     drill_params(user_id, change.lesson_id, change.drill_id, change.before, change.after, now),
                 )
                 if saved != 1:
-                    raise StaleAttempt(change.drill_id)
+                    raise Precondition(change.drill_id)
+            case AnswerRecorded():
+                poll = change.poll
+                inserted = await conn.execute(
+                    "INSERT INTO quiz_answers"
+                    " (poll_id, user_id, lesson_id, question_id, option_index, option_id, correct, answered_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (poll_id) DO NOTHING",
+                    (
+                        poll.poll_id,
+                        user_id,
+                        poll.lesson_id,
+                        poll.question_id,
+                        change.option_index,
+                        change.option_id,
+                        int(change.correct),
+                        now,
+                    ),
+                )
+                if inserted != 1:
+                    raise Precondition(poll.poll_id)
+                if change.remaining is not None:
+                    remaining = " ".join(change.remaining)
+                    await conn.execute(
+                        "UPDATE learners SET quiz_queue = ?, quiz_poll_id = NULL,"
+                        " quiz_lesson_id = CASE WHEN ? = '' THEN NULL ELSE quiz_lesson_id END,"
+                        " updated_at = ? WHERE user_id = ? AND quiz_poll_id = ?",
+                        (remaining, remaining, now, user_id, poll.poll_id),
+                    )
             case QuizStarted():
                 await conn.execute(
                     "UPDATE learners SET quiz_lesson_id = ?, quiz_queue = ?, quiz_poll_id = NULL, quiz_seed = ?,"

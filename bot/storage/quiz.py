@@ -145,6 +145,16 @@ class QuizQueries(Engine):
         )
         return sent_poll_from_row(row) if row is not None else None
 
+    async def answered_poll(self, poll_id: str) -> tuple[SentPoll, bool] | None:
+        """Return the poll the bot sent with this id and whether its answer is recorded, or None (one read)."""
+        row = await self._one(
+            "SELECT poll_id, user_id, lesson_id, question_id, options,"
+            " EXISTS (SELECT 1 FROM quiz_answers AS a WHERE a.poll_id = p.poll_id) AS answered"
+            " FROM quiz_polls AS p WHERE poll_id = ?",
+            (poll_id,),
+        )
+        return (sent_poll_from_row(row), bool(row["answered"])) if row is not None else None
+
     async def poll_age(self, poll_id: str) -> dt.timedelta | None:
         """Return how long ago the poll was sent, by the database's clock (None: no such poll)."""
         row = await self._one("SELECT sent_at FROM quiz_polls WHERE poll_id = ?", (poll_id,))

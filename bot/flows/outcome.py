@@ -1,0 +1,76 @@
+"""What a flow decides for one update: the screens to show, the changes to store, the events to record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from bot.changes import Change, Event
+from bot.i18n import _
+from bot.learner import ReaderView
+from bot.render import Screen
+
+
+class Where(Enum):
+    """Where a screen is shown."""
+
+    TAPPED = "tapped"  # in the message whose button was tapped, edited in place (sent anew if it cannot be)
+    NEW = "new"  # as a new message, below
+
+
+@dataclass(frozen=True)
+class Show:
+    """One screen to show; ``reader``: the message showing it becomes the one edited in place, showing that."""
+
+    screen: Screen
+    where: Where = Where.TAPPED
+    reader: ReaderView | None = None
+
+
+@dataclass(frozen=True)
+class ResumeQuiz:
+    """Bring the Quick Check round under way in ``lesson_id`` back into view (its poll is Telegram's side)."""
+
+    lesson_id: str
+    asked: bool = False  # the learner asked for the poll again in so many words: no double-tap guard
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one update does: screens shown, and ``changes`` and ``events`` stored in one transaction."""
+
+    screens: tuple[Show, ...] = ()
+    changes: tuple[Change, ...] = ()
+    events: tuple[Event, ...] = ()
+    toast: str | None = None  # the answer to a tapped button
+    resume: ResumeQuiz | None = None  # then, the Quick Check's Telegram side
+    # Shown before it is stored: a place on screen (a slide, the menu) is stored once the learner sees it, so a
+    # failed edit never moves them, and a replay after a crash shows it again. Otherwise stored first: a drill's
+    # compare-and-set decides whether the tap is shown at all, and a replayed tap or answer finds itself stored.
+    show_first: bool = False
+
+    def then(self, other: Outcome) -> Outcome:
+        """Return this outcome followed by ``other`` (its toast and resume win when set)."""
+        return Outcome(
+            screens=self.screens + other.screens,
+            changes=self.changes + other.changes,
+            events=self.events + other.events,
+            toast=other.toast if other.toast is not None else self.toast,
+            resume=other.resume or self.resume,
+            show_first=self.show_first or other.show_first,
+        )
+
+
+def toast(text: str) -> Outcome:
+    """Return an outcome that only answers the tap with ``text``."""
+    return Outcome(toast=text)
+
+
+def lesson_gone() -> str:
+    """Return the toast for a button naming a lesson the course no longer has."""
+    return _("This lesson is no longer in the course. Send /lessons to see the course.")
+
+
+def button_refused() -> str:
+    """Return the toast for a tap whose data this bot never made."""
+    return _("This button is not valid any more. Send /lessons to see the course.")
