@@ -288,6 +288,11 @@ def _stats(args: argparse.Namespace) -> int:
     from bot.stats import html, query, report, text
 
     config = Config.from_env()
+    if config.db_url is not None and not args.db:
+        raise ConfigError(
+            "coursebot stats reads an SQLite file, and COURSEBOT_DB is PostgreSQL: give it a file with --db "
+            "(not yet read from PostgreSQL)"
+        )
     _as_owner_of((Path(args.db) if args.db else config.db_path).parent)
     content = load_valid(config.lessons_dir, config.locales_dir)
     lessons = None
