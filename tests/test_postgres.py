@@ -23,6 +23,7 @@ from bot.library.load import load_valid
 from bot.storage.backend import PURGE_LOCK
 from bot.storage.db import Database
 from bot.storage.migrations import MIGRATIONS
+from tests.botprocess import BotProcess, bot_env
 from tests.conftest import LESSONS, LOCALES, ROOT, peek, running
 from tests.journey import answer_quiz, position, read_slides, send_and_wait, solve_drills, tap_and_wait_edit
 from tests.pg import free_port
@@ -279,3 +280,56 @@ async def test_a_learner_takes_a_lesson_with_the_bot_on_postgresql(config, stand
         assert await peek(bot.db, f"SELECT count(*) FROM events WHERE user_id = {USER} AND kind = 'done'") == [(1,)]
     assert standin.errors() == []
     assert not config.db_path.exists()  # nothing went to the SQLite file
+
+
+async def test_two_bot_processes_on_one_postgresql_answer_each_update_once_and_purge_once(standin, pg_url, tmp_path):
+    # Learning events from long ago and the ids of updates handled long ago, as a course in use has them.
+    old = dt.datetime.now(dt.UTC) - dt.timedelta(days=400)
+    seed = await Database.open(pg_url, clock=lambda: old)
+    try:
+        await seed.learner(OTHER, OTHER, "en")
+        for item in ("a", "b", "c"):
+            await seed.record_event(OTHER, language="en", lesson_id="grad", kind=EventKind.SLIDE, item_id=item)
+        await seed.accept_updates([(1, "{}"), (2, "{}")], old)
+        await seed.updates_handled([1, 2], old)
+    finally:
+        await seed.close()
+    bots = [
+        BotProcess(
+            bot_env(
+                standin,
+                tmp_path / f"unused{n}.sqlite3",
+                COURSEBOT_DB=pg_url,
+                COURSEBOT_CONTROL_SOCKET=str(tmp_path / f"control{n}.sock"),
+            ),
+            tmp_path / f"bot{n}.log",
+        )
+        for n in (1, 2)
+    ]
+    try:
+        await asyncio.gather(*(bot.start() for bot in bots))
+        await asyncio.gather(*(bot.wait_polling() for bot in bots))
+        ada = standin.learner(user_id=USER)
+        since = ada.cursor()
+        await ada.send("/start")
+        menu = await ada.wait_message(since=since, timeout=30)
+        slide = await tap_and_wait_edit(ada, menu, "Start the course")
+        await tap_and_wait_edit(ada, slide, "Next")
+        await asyncio.sleep(1)  # time for a second, wrong, answer to arrive
+        assert len([m for m in ada.messages if m["message_id"] >= menu["message_id"]]) == 1  # the menu, edited since
+        checker = await Database.open(pg_url)
+        try:
+            assert await peek(checker, "SELECT count(*) FROM events WHERE user_id = 5002") == [(0,)]
+            assert await peek(checker, "SELECT update_id FROM inbox WHERE update_id IN (1, 2)") == []
+            assert await peek(checker, f"SELECT count(*) FROM events WHERE user_id = {USER} AND kind = 'slide'") == [
+                (2,)
+            ]
+        finally:
+            await checker.close()
+    finally:
+        await asyncio.gather(*(bot.stop() for bot in bots))
+    logs = [bot.log() for bot in bots]
+    assert sum(log.count("purged 3 learning events") for log in logs) == 1, logs
+    assert all("Traceback" not in log for log in logs), logs
+    # Two pollers of one bot meet Telegram's 409 (webhooks are how replicas take updates); nothing else went wrong.
+    assert [call for call in standin.errors() if call.method != "getUpdates"] == []

@@ -137,3 +137,4 @@ def pyformat(sql: str) -> str:
 # A learner's lock key is their Telegram user id (positive, under 2^52); the storage's own locks are negative.
 MIGRATION_LOCK = -0x436F_7572_7365_0001  # "Course" 1: one process migrates, the others wait
 PURGE_LOCK = -0x436F_7572_7365_0002  # the daily purge of the inbox and the learning events runs in one process
+ADOPT_LOCK = -0x436F_7572_7365_0003  # replicas starting (or reloading) together adopt the lessons one after another

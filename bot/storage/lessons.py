@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from bot.course.model import Course
 from bot.learner import Learner, LessonProgress, ReaderView
+from bot.storage.backend import ADOPT_LOCK
 from bot.storage.engine import Engine, Row, Transaction, timestamp
 from bot.storage.learners import learner_from_row
 
@@ -127,6 +128,8 @@ class LessonQueries(Engine):
         """
         slides_removed = learners_moved = converted = 0
         async with self._write() as conn:
+            # Replicas starting together would each rewrite slide_order at once: one after the other instead.
+            await conn.lock(ADOPT_LOCK)
             for lesson in course.lessons:
                 order = [slide.id for slide in lesson.slides]
                 removed, moved = await self._adopt_slide_order(conn, lesson.id, order)
