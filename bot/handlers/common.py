@@ -71,6 +71,7 @@ def button(kind: type[D]) -> Callable[[ButtonHandler[D]], Handler]:
                 return
             toast = await handler(update, context, data)
             await answer(query, toast)
+            context.services.faults.reached("button:answered")
 
         return wrapper
 

@@ -66,6 +66,7 @@ async def ask(context: CourseContext, lesson: Lesson, question_id: str, seed: in
             raise ValueError(f"Telegram sent back no poll for question {question_id!r}")
         sent = SentPoll(message.poll.id, learner.user_id, lesson.id, question_id, spec.option_ids)
         await db.poll_sent(sent, message.message_id, sending)
+        context.services.faults.reached("quiz:asked")
         return True
     return False
 

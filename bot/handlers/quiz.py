@@ -24,6 +24,7 @@ from bot.handlers.common import carry_out, for_learner
 from bot.handlers.router import Router
 from bot.i18n import _
 from bot.shuffle import new_seed
+from bot.snapshot import Snapshot
 from bot.states import QuizRound, quiz_round
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,10 @@ async def poll_answer(update: Update, context: CourseContext) -> None:
     if found is None:
         adopted = await db.adopt_poll(answer.poll_id, learner.user_id)
         found = (adopted, False) if adopted is not None else None
+        if adopted is not None:
+            # Adopting it may have made it the awaited poll: the learner is read again, as it is now.
+            context.snapshot = await Snapshot.read(db, learner)
+            learner = context.learner
     if found is None or found[0].user_id != learner.user_id:
         log.info("poll answer for unknown poll %s from user %s", answer.poll_id, learner.user_id)
         return
