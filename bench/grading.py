@@ -118,7 +118,8 @@ async def options(exercises: list[tuple[str, str, ExerciseChecks]], runs: int, g
             expected, (result, report) = await asyncio.gather(
                 on_demand(checks, lim, seed), run_job(code, lim, seed, grading.job_spec(checks, nonce))
             )
-            outcomes, passed = grading.verify(checks, result.status, report, nonce, expected)
+            source = grading.judge_source(checks, code) if any(c.of_source for c in checks.checks) else None
+            outcomes, passed = grading.verify(checks, result.status, report, nonce, expected, source)
             return dataclasses.replace(result, checks=outcomes, passed=passed)
 
         async def timed(name: str, code: str, checks: ExerciseChecks, seed: int) -> RunResult:
