@@ -4,6 +4,8 @@ in tmp_path and on a real PostgreSQL database (tests/pg.py); the file's own test
 from __future__ import annotations
 
 import ast
+import os
+import stat
 import datetime as dt
 import re
 import sqlite3
@@ -171,6 +173,35 @@ async def test_a_file_that_is_not_a_database_is_refused_with_storage_error(tmp_p
     with pytest.raises(StorageError) as caught:
         await Database.open(path)
     assert str(path) in str(caught.value)
+
+
+async def test_a_new_database_and_its_folder_are_the_owners_alone(tmp_path):
+    # Learners' progress is nobody else's: 0600 for the file (SQLite gives its -wal and -shm the same), 0700 for a
+    # folder it creates; whatever the umask would have allowed.
+    path = tmp_path / "new" / "data" / "coursebot.sqlite3"
+    old = os.umask(0o022)
+    try:
+        database = await Database.open(path)
+    finally:
+        os.umask(old)
+    try:
+        await database.learner(USER, CHAT, "en")
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert stat.S_IMODE(Path(f"{path}-wal").stat().st_mode) == 0o600
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+        assert stat.S_IMODE(path.parent.parent.stat().st_mode) == 0o700
+    finally:
+        await database.close()
+
+
+async def test_an_existing_folder_keeps_its_mode(tmp_path):
+    folder = tmp_path / "shared"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)
+    database = await Database.open(folder / "coursebot.sqlite3")
+    await database.close()
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o755
+    assert stat.S_IMODE((folder / "coursebot.sqlite3").stat().st_mode) == 0o600
 
 
 async def test_close_twice_is_fine_and_leaves_no_wal_file(db_path):

@@ -61,8 +61,10 @@ def _create_private(path: Path) -> None:
 
     SQLite gives its -wal and -shm files the database file's mode.
     """
-    if not path.parent.exists():
-        path.parent.mkdir(mode=0o700, parents=True)
+    # Each missing folder on the way (mkdir's parents=True would make the upper ones with the umask's mode).
+    for folder in reversed([path.parent, *path.parent.parents]):
+        if not folder.exists():
+            folder.mkdir(mode=0o700)
     if not path.exists():
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
 
