@@ -4,11 +4,11 @@ in tmp_path and on a real PostgreSQL database (tests/pg.py); the file's own test
 from __future__ import annotations
 
 import ast
-import os
-import stat
 import datetime as dt
+import os
 import re
 import sqlite3
+import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
 
