@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import itertools
 import subprocess
 import sys
 import time
@@ -23,6 +24,7 @@ from bot.library.load import load_valid
 from bot.storage.backend import PURGE_LOCK
 from bot.storage.db import Database
 from bot.storage.migrations import MIGRATIONS
+from bot.storage.sending import SharedBudget
 from tests.botprocess import BotProcess, bot_env
 from tests.conftest import LESSONS, LOCALES, ROOT, peek, running
 from tests.journey import answer_quiz, position, read_slides, send_and_wait, solve_drills, tap_and_wait_edit
@@ -333,3 +335,29 @@ async def test_two_bot_processes_on_one_postgresql_answer_each_update_once_and_p
     assert all("Traceback" not in log for log in logs), logs
     # Two pollers of one bot meet Telegram's 409 (webhooks are how replicas take updates); nothing else went wrong.
     assert [call for call in standin.errors() if call.method != "getUpdates"] == []
+
+
+async def test_replicas_share_one_send_budget_slots_never_closer_than_the_rate(pg_url):
+    first, second = await Database.open(pg_url), await Database.open(pg_url)
+    try:
+        budgets = [SharedBudget(first, rate=20.0), SharedBudget(second, rate=20.0)]
+        now = 1_900_000_000.0  # wall-clock seconds, as replicas read them
+        slots = await asyncio.gather(*(budgets[i % 2].reserve(now) for i in range(40)))
+        ordered = sorted(slots)
+        assert ordered[0] == now and len(set(slots)) == 40
+        assert all(later - earlier == pytest.approx(0.05) for earlier, later in itertools.pairwise(ordered))
+        # A 429 at one replica holds the other's sending too.
+        await budgets[0].hold(now + 60)
+        assert await budgets[1].reserve(now + 3) == now + 60
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_the_shared_send_budget_is_refused_on_sqlite_in_one_line(tmp_path):
+    db = await Database.open(tmp_path / "coursebot.sqlite3")
+    try:
+        with pytest.raises(StorageError, match="keeps its own in memory"):
+            await SharedBudget(db, rate=28.0).reserve(0.0)
+    finally:
+        await db.close()

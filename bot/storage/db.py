@@ -17,6 +17,7 @@ from bot.storage.lessons import Adopted, LessonQueries
 from bot.storage.outcomes import OutcomeQueries
 from bot.storage.practice import PracticeQueries
 from bot.storage.quiz import QuizQueries, Recorded
+from bot.storage.sending import SendingQueries
 from bot.storage.snapshots import SnapshotQueries
 
 __all__ = [
@@ -43,6 +44,7 @@ class Database(
     DrillQueries,
     OutcomeQueries,
     SnapshotQueries,
+    SendingQueries,
     Engine,
 ):
     """The progress database. Open it once with ``await Database.open(path)``; ``close()`` is idempotent."""

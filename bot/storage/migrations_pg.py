@@ -176,5 +176,11 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE exercise_attempts ADD COLUMN update_id BIGINT;
     CREATE UNIQUE INDEX exercise_attempts_once ON exercise_attempts (user_id, update_id, lesson_id)
         WHERE update_id IS NOT NULL;
+    -- PostgreSQL only (bot.storage.sending): the bot-wide send budget the replicas share, the next free slot in
+    -- wall-clock seconds. One SQLite process keeps its budget in memory (bot.retention.bulk_sender.LocalBudget).
+    CREATE TABLE send_budget (
+        name       TEXT PRIMARY KEY,
+        next_free  DOUBLE PRECISION NOT NULL
+    );
     """,
 )
