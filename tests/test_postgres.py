@@ -25,6 +25,7 @@ from bot.storage.backend import PURGE_LOCK
 from bot.storage.db import Database
 from bot.storage.migrations import MIGRATIONS
 from bot.storage.sending import SharedBudget
+from tests import test_replay as replay
 from tests.botprocess import BotProcess, bot_env
 from tests.conftest import LESSONS, LOCALES, ROOT, peek, running
 from tests.journey import answer_quiz, position, read_slides, send_and_wait, solve_drills, tap_and_wait_edit
@@ -361,3 +362,50 @@ async def test_the_shared_send_budget_is_refused_on_sqlite_in_one_line(tmp_path)
             await SharedBudget(db, rate=28.0).reserve(0.0)
     finally:
         await db.close()
+
+
+# A replay after a crash stores nothing twice on PostgreSQL too (the cases and fault points of tests/test_replay.py).
+
+
+async def pg_tables(url: str) -> dict[str, list[tuple]]:
+    """Return every learner table's rows as tests/test_replay.tables does, read from PostgreSQL."""
+    db = await Database.open(url)
+    try:
+        dump = {}
+        for table in replay.TABLES:
+            rows = await db._all(f"SELECT * FROM {table}")  # table names are test_replay's constants
+            dump[table] = sorted(
+                (
+                    tuple((k, row[k] is not None) if k in replay.VOLATILE else (k, row[k]) for k in row.keys())
+                    for row in rows
+                ),
+                key=repr,
+            )
+        [(pending,)] = await peek(db, "SELECT count(*) FROM inbox WHERE state != 'handled'")
+        dump["pending"] = [(pending,)]
+        return dump
+    finally:
+        await db.close()
+
+
+REPLAY_POINTS = [(name, point) for name, case in replay.CASES.items() if not case.runner for point in case.points]
+
+
+@pytest.mark.parametrize(("name", "point"), REPLAY_POINTS, ids=[f"{n}, dies at {p}" for n, p in REPLAY_POINTS])
+async def test_a_replay_after_a_crash_stores_what_one_clean_run_stores_on_postgresql(
+    name, point, config, standin, pg_cluster
+):
+    case = replay.CASES[name]
+    clean = replace(config, db_url=pg_cluster.new_database())
+    crashed = replace(config, db_url=pg_cluster.new_database())
+    passed = await replay._run(clean, standin, standin.learner(user_id=7201), case, None)
+    assert set(case.points) <= passed
+    died = await replay._run(crashed, standin, standin.learner(user_id=7202), case, point)
+    assert point in died, "the bot never reached the point it was to die at: the test proves nothing"
+    want, got = await pg_tables(str(clean.db_url)), await pg_tables(str(crashed.db_url))
+    for table in replay.TABLES:
+        assert got[table] == want[table], f"{table} after a crash at {point} differs from one clean run"
+    assert got["pending"] == [(0,)], "the update left pending by the crash was not handled at the next start"
+    if point == "button:answered":
+        assert len(standin.answered_again) == 1  # the replayed tap's second answer: the crash's doing
+        standin.answered_again.clear()
