@@ -14,7 +14,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import psycopg
-from psycopg._cursor_base import BaseCursor
 from psycopg.rows import BaseRowFactory, RowMaker
 from psycopg.types.string import TextLoader
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
@@ -68,7 +67,8 @@ class PgRow:
         return f"PgRow({dict(zip(self._index, self._values, strict=True))!r})"
 
 
-def _rows(cursor: BaseCursor[Any, Any]) -> RowMaker[PgRow]:
+def _rows(cursor: Any) -> RowMaker[PgRow]:
+    # Any: psycopg's cursor base class is private; every cursor has the description read here.
     index = {column.name: i for i, column in enumerate(cursor.description or ())}
 
     def make(values: Sequence[Any]) -> PgRow:
