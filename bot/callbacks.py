@@ -37,13 +37,16 @@ class CallbackData:
 
     prefix: ClassVar[str] = ""
     _by_prefix: ClassVar[dict[str, type[CallbackData]]] = {}
+    # Data an older version packed for a kind that takes no fields now (buttons in chats outlive a release).
+    _former: ClassVar[dict[str, type[CallbackData]]] = {}
 
-    def __init_subclass__(cls, prefix: str, **kwargs: object):
+    def __init_subclass__(cls, prefix: str, former: tuple[str, ...] = (), **kwargs: object):
         super().__init_subclass__(**kwargs)
         if SEPARATOR in prefix or prefix in CallbackData._by_prefix:
             raise TypeError(f"callback prefix {prefix!r} must be unique and contain no {SEPARATOR!r}")
         cls.prefix = prefix
         CallbackData._by_prefix[prefix] = cls
+        CallbackData._former.update(dict.fromkeys(former, cls))
 
     def pack(self) -> str:
         """Return the callback_data string, refusing values Telegram or unpack would reject."""
@@ -69,6 +72,8 @@ class CallbackData:
         """Parse callback_data from an update; raise CallbackDataError for anything we did not pack."""
         if not data or len(data.encode()) > MAX_BYTES:
             raise CallbackDataError(f"unusable callback data {data!r}")
+        if data in CallbackData._former:
+            return CallbackData._former[data]()
         prefix, *values = data.split(SEPARATOR)
         cls = CallbackData._by_prefix.get(prefix)
         if cls is None:
@@ -114,17 +119,13 @@ class OpenLesson(CallbackData, prefix="l"):
 
 
 @dataclass(frozen=True)
-class Continue(CallbackData, prefix="c"):
+class Continue(CallbackData, prefix="c", former=("c:course",)):
     """Continue the course where the learner left off."""
-
-    where: str = "course"
 
 
 @dataclass(frozen=True)
-class ShowMenu(CallbackData, prefix="m"):
+class ShowMenu(CallbackData, prefix="m", former=("m:course",)):
     """Show the course menu in place."""
-
-    where: str = "course"
 
 
 @dataclass(frozen=True)
@@ -148,17 +149,24 @@ class RetakeMissed(CallbackData, prefix="r"):
     lesson: str
 
 
+class Confirm(Enum):
+    """An answer to a confirmation."""
+
+    YES = "yes"
+    NO = "no"
+
+
 @dataclass(frozen=True)
 class ConfirmReset(CallbackData, prefix="x"):
-    """Answer the reset confirmation: 'yes' or 'no'."""
+    """Answer the reset confirmation."""
 
-    answer: str
+    answer: Confirm
 
 
 def matches(kind: type[CallbackData]) -> Callable[[object], bool]:
     """Return a CallbackQueryHandler pattern that selects taps carrying ``kind``'s prefix."""
     start = kind.prefix + SEPARATOR
-    return lambda data: isinstance(data, str) and data.startswith(start)
+    return lambda data: isinstance(data, str) and (data.startswith(start) or data == kind.prefix)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from bot import feedback, lessontext
 from bot.callbacks import (
     CallbackData,
     ChooseLanguage,
+    Confirm,
     ConfirmReset,
     Continue,
     DrillTap,
@@ -306,7 +307,9 @@ def reset_question() -> Screen:
         escape(
             _("Reset your progress? Every lesson goes back to not started and your Quick Check answers are deleted.")
         ),
-        _keyboard([_button(_("Yes, reset"), ConfirmReset("yes")), _button(_("Cancel"), ConfirmReset("no"))]),
+        _keyboard(
+            [_button(_("Yes, reset"), ConfirmReset(Confirm.YES)), _button(_("Cancel"), ConfirmReset(Confirm.NO))]
+        ),
     )
 
 

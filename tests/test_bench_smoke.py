@@ -196,3 +196,23 @@ def test_the_disk_benchmark_measures_a_neighbour_quiet_and_beside_a_flooding_job
     for key in ("fsync_p90_ratio", "read_p90_ratio", "unlimited_fsync_p90_ratio", "flood_mib_per_s"):
         assert math.isfinite(result[key]) and result[key] > 0, (key, result)
     assert isinstance(result["targets_met"], bool)  # reported, not asserted: timing belongs to the bench
+
+
+def test_flows_benchmark_counts_reads_and_writes_per_update_before_and_after():
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "flows.py"), "--quick", "--no-cpu"],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    for tree in ("before", "after"):
+        for kind in ("slide", "drill"):
+            figures = result[tree][kind]
+            assert figures["reads"] >= 1 and figures["writes"] >= 1, (tree, kind, figures)
+            assert figures["inbox_writes"] >= 1, (tree, kind, figures)  # the inbox is counted apart, not dropped
+    assert set(result["ratios"]) >= {"slide", "drill"}
+    assert set(result["met"]) == {"slide", "drill"}

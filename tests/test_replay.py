@@ -102,6 +102,7 @@ def stats(path: Path) -> dict[str, object]:
         "failed_checks": figures.failed_checks,
         "hints": figures.hints,
         "finished": figures.finished,
+        "drills": figures.drills,
         "slide_events": {key: count for key, (count, _median) in figures.seconds.items()},
     }
 

@@ -150,6 +150,25 @@ def test_the_exercise_shows_first_try_passes_median_attempts_the_most_failed_che
     assert exercise.hints == (2, 1, 0)
 
 
+def test_drills_count_learners_who_answered_were_right_at_once_and_solved(tmp_path):
+    first, second, third = LESSON.drills
+    log = Log()
+    log.add(1, "drill", first.id, verdict="right")
+    log.add(2, "drill", first.id, verdict="wrong")
+    log.add(2, "drill", first.id, verdict="right")
+    log.add(2, "drill", first.id, verdict="right")  # practised again: still one learner, solved once
+    log.add(3, "drill", first.id, verdict="wrong")
+    log.add(1, "drill", second.id, verdict="wrong")
+    result = figures_of(log.save(tmp_path / "e.sqlite3"))
+    drills = {drill.id: drill for drill in lesson_of(result).drills}
+    assert (drills[first.id].learners, drills[first.id].right_first, drills[first.id].solved) == (3, 1, 2)
+    assert (drills[second.id].learners, drills[second.id].right_first, drills[second.id].solved) == (1, 0, 0)
+    assert drills[third.id].learners == 0
+    shown = text.render(result)
+    assert f"{first.id} ({first.kind}): 3; 33%; 67%" in shown
+    assert "<h3>Drills</h3>" in html.render(result)
+
+
 def test_filters_keep_only_the_lessons_moments_and_language_asked_for(tmp_path):
     log = Log()
     log.add(1, "slide", SLIDES[0], at=START - timedelta(days=30))

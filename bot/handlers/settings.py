@@ -5,7 +5,7 @@ from __future__ import annotations
 from telegram import Update
 
 from bot import commands, render
-from bot.callbacks import ConfirmReset
+from bot.callbacks import Confirm, ConfirmReset
 from bot.context import CourseContext
 from bot.handlers.common import reply, show_in_tapped
 from bot.handlers.router import Router
@@ -28,7 +28,7 @@ async def reset(update: Update, context: CourseContext) -> None:
 @router.button(ConfirmReset)
 async def confirm_reset(update: Update, context: CourseContext, data: ConfirmReset) -> None:
     """Reset on 'yes'; leave everything as it is on 'no'."""
-    confirmed = data.answer == "yes"
+    confirmed = data.answer is Confirm.YES
     if confirmed:
         await context.services.db.reset(context.learner.user_id)
     await show_in_tapped(update, context, render.reset_done(confirmed))

@@ -77,7 +77,21 @@ def _lesson(lesson: LessonStats) -> str:
     )
     questions = "".join(_question(question) for question in lesson.questions)
     exercise = _exercise(lesson.exercise) if lesson.exercise is not None else ""
-    return head + _funnel(lesson) + table + questions + exercise + "</section>"
+    return head + _funnel(lesson) + table + questions + _drills(lesson) + exercise + "</section>"
+
+
+def _drills(lesson: LessonStats) -> str:
+    if not any(drill.learners for drill in lesson.drills):
+        return ""
+    rows = "".join(
+        f"<tr><td><code>{escape(drill.id)}</code></td><td>{escape(drill.kind)}</td><td>{drill.learners}</td>"
+        f"<td>{share(drill.right_first, drill.learners)}</td><td>{share(drill.solved, drill.learners)}</td></tr>"
+        for drill in lesson.drills
+    )
+    return (
+        "<h3>Drills</h3><table><tr><th>drill</th><th>kind</th><th>answered</th><th>right at once</th>"
+        f"<th>solved</th></tr>{rows}</table>"
+    )
 
 
 def _funnel(lesson: LessonStats) -> str:

@@ -87,6 +87,8 @@ class Figures:
     failed_checks: dict[Key, int] = field(default_factory=dict)  # (lesson, check) -> failed runs
     hints: dict[Key, int] = field(default_factory=dict)  # (lesson, hint number) -> learners who opened it
     finished: dict[str, int] = field(default_factory=dict)  # lesson -> learners who completed it
+    # Per drill: learners who answered it, right on their first answer, right at last (solved).
+    drills: dict[Key, tuple[int, int, int]] = field(default_factory=dict)
     missing_indexes: tuple[str, ...] = ()  # the report's indexes the database lacks: it is slower without them
 
 
@@ -152,7 +154,7 @@ def _connect(path: Path) -> Iterator[sqlite3.Connection]:
 
 
 def _answers(conn: sqlite3.Connection, source: _Source, f: Filters, out: Figures) -> None:
-    """Each learner's first answer to each question: right or not, and its option."""
+    """Each learner's first answer to each question (right or not, and its option), and to each drill."""
     where, values = f.sql()
     # SQLite takes a bare column from the row of the one MIN() (here each learner's first answer), and the index
     # hands the answers over by question and learner, so the inner grouping needs no sort.
@@ -168,6 +170,15 @@ def _answers(conn: sqlite3.Connection, source: _Source, f: Filters, out: Figures
         out.first_tries[(lesson, item)] = (total + learners, right + (learners if verdict == "right" else 0))
         key = (lesson, item, str(option))
         out.chosen[key] = out.chosen.get(key, 0) + learners
+    # Each learner's drill answers: the first one's verdict (the bare column of MIN), and whether any was right.
+    rows = conn.execute(
+        "SELECT lesson_id, item_id, COUNT(*), SUM(first = 'right'), SUM(solved) FROM ("
+        "  SELECT lesson_id, item_id, verdict AS first, MAX(verdict = 'right') AS solved, MIN(at)"
+        f"  FROM {source('events_report')} WHERE kind = 'drill'{where} GROUP BY lesson_id, item_id, user_id"
+        ") GROUP BY lesson_id, item_id",
+        values,
+    )
+    out.drills = {(lesson, item): (learners, first, solved) for lesson, item, learners, first, solved in rows}
 
 
 def _slides_and_practice(conn: sqlite3.Connection, source: _Source, f: Filters, out: Figures) -> None:

@@ -65,6 +65,17 @@ class QuestionStats:
 
 
 @dataclass(frozen=True)
+class DrillStats:
+    """One drill: who answered it, who was right at once, who solved it."""
+
+    id: str
+    kind: str  # parsons, fill or predict
+    learners: int  # learners who answered it
+    right_first: int  # ... right on their first answer
+    solved: int  # ... right at last
+
+
+@dataclass(frozen=True)
 class ExerciseStats:
     """The practice exercise: who tried, who passed, how it went."""
 
@@ -90,6 +101,7 @@ class LessonStats:
     stopped_at_quiz: int  # learners who read every slide but did not finish
     questions: tuple[QuestionStats, ...]
     exercise: ExerciseStats | None
+    drills: tuple[DrillStats, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -138,6 +150,10 @@ def _lesson(lesson: Lesson, figures: Figures) -> LessonStats:
         stopped_at_quiz=max(last - finished, 0),
         questions=tuple(_question(lesson, question, figures) for question in lesson.quiz),
         exercise=_exercise(lesson, figures),
+        drills=tuple(
+            DrillStats(drill.id, drill.kind, *figures.drills.get((lesson.id, drill.id), (0, 0, 0)))
+            for drill in lesson.drills
+        ),
     )
 
 

@@ -56,6 +56,13 @@ def _lesson(lesson: LessonStats) -> list[str]:
     lines.append(f"     {'the Quick Check':<30} {'':>8} {lesson.stopped_at_quiz:>8}")
     for question in lesson.questions:
         lines += _question(question)
+    if any(drill.learners for drill in lesson.drills):
+        lines.append("  drills (learners who answered; right on the first answer; solved):")
+        lines += [
+            f"    {drill.id} ({drill.kind}): {drill.learners}; {share(drill.right_first, drill.learners)}; "
+            f"{share(drill.solved, drill.learners)}"
+            for drill in lesson.drills
+        ]
     if lesson.exercise is not None:
         lines += _exercise(lesson.exercise)
     return lines

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias, TypeVar
 
 Params: TypeAlias = tuple[Any, ...] | dict[str, Any]
+T = TypeVar("T")
 
 # Where COURSEBOT_DB names a PostgreSQL database rather than an SQLite file.
 URL_SCHEMES = ("postgresql://", "postgres://")
@@ -36,6 +37,24 @@ class Row(Protocol):
     def __getitem__(self, key: int | str, /) -> Any: ...
 
     def keys(self) -> list[str]: ...
+
+
+class SyncCursor(Protocol):
+    """What a statement run inside ``Backend.run`` gives back (sqlite3's cursor, psycopg's)."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class SyncConnection(Protocol):
+    """The connection a ``Backend.run`` work function writes through, on the database's own thread: sqlite3's
+    connection itself, or bot.storage.postgres's wrapper of a psycopg one (same placeholders, translated)."""
+
+    def execute(self, sql: str, parameters: Any = (), /) -> SyncCursor: ...
 
 
 class Transaction(Protocol):
@@ -68,6 +87,11 @@ class Backend(Protocol):
 
     def transaction(self, *, to_disk: bool = False) -> AbstractAsyncContextManager[Transaction]:
         """One transaction; ``to_disk`` waits until it would survive a crash of the machine."""
+        ...
+
+    async def run(self, work: Callable[[SyncConnection], T], *, to_disk: bool = False) -> T:
+        """Run ``work`` as one transaction in one hop off the event loop (SQLite: on aiosqlite's thread; PostgreSQL:
+        on a worker thread with a connection of its own); whatever it raises rolls the transaction back."""
         ...
 
     async def write_one(self, sql: str, params: Params = ()) -> int:

@@ -15,11 +15,11 @@ import sqlite3
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any, Self, TypeAlias
+from typing import Any, Self, TypeAlias, TypeVar
 
 from bot.errors import StorageError
 from bot.storage import backend
-from bot.storage.backend import Backend, Params, Transaction, is_url
+from bot.storage.backend import Backend, Params, SyncConnection, Transaction, is_url
 from bot.storage.migrations import MIGRATIONS
 from bot.storage.migrations_pg import POSTGRES_MIGRATIONS
 from bot.storage.sqlite import BUSY_TIMEOUT_MS, SqliteBackend
@@ -27,6 +27,8 @@ from bot.storage.sqlite import BUSY_TIMEOUT_MS, SqliteBackend
 log = logging.getLogger(__name__)
 
 __all__ = ["BUSY_TIMEOUT_MS", "Clock", "Engine", "Params", "Row", "Transaction", "timestamp", "utc_now"]
+
+T = TypeVar("T")
 
 # A row read by column name: the backend's row, or a JSON object when one statement reads several tables at once.
 Row: TypeAlias = backend.Row | dict[str, Any]
@@ -106,6 +108,15 @@ class Engine:
     def _write(self, *, to_disk: bool = False) -> AbstractAsyncContextManager[Transaction]:
         """Run a block as one transaction (``to_disk``: one that survives a crash of the machine too)."""
         return self.backend.transaction(to_disk=to_disk)
+
+    async def _transaction(self, work: Callable[[SyncConnection], T], *, to_disk: bool = False) -> T:
+        """Run ``work`` as one transaction in one hop, on the database's own thread (bot.storage.backend.Backend.run).
+
+        An update's write is several statements; run one by one, each would cost a round trip from the event loop
+        (and the CPU of one there). ``work`` gets the connection, runs its statements (bound, as everywhere) and may
+        raise to roll everything back. ``to_disk`` as for ``_write``.
+        """
+        return await self.backend.run(work, to_disk=to_disk)
 
     async def _write_one(self, sql: str, params: Params = ()) -> int:
         """Run one statement as its own transaction; return the rows it changed (one round trip: every tap's path)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 
-from bot.storage.backend import PURGE_LOCK
+from bot.storage.backend import PURGE_LOCK, SyncConnection
 from bot.storage.engine import Engine, timestamp
 
 
@@ -19,21 +19,26 @@ class InboxQueries(Engine):
         """
         if not updates:
             return set()
-        fresh = set()
-        # Telegram forgets an update once the next getUpdates confirms it, so it must be on disk by then. The insert
-        # is the claim: of two processes given one update, the second inserts nothing (on PostgreSQL it waits for
-        # the first's commit), so the update is new to one of them only. In id order: two processes claiming
-        # overlapping batches take the ids' row locks in one order, never waiting on each other in a cycle.
-        async with self._write(to_disk=True) as conn:
+        # Telegram forgets an update once the next getUpdates confirms it, so it must be on disk by then.
+        received = timestamp(now)
+
+        def store(conn: SyncConnection) -> set[int]:
+            # The insert is the claim: of two processes given one update, the second inserts nothing (on PostgreSQL
+            # it waits for the first's commit), so the update is new to one of them only. In id order: two processes
+            # claiming overlapping batches take the ids' row locks in one order, never waiting in a cycle.
+            fresh = set()
             for update_id, payload in sorted(updates):
-                claimed = await conn.one(
+                claimed = conn.execute(
                     "INSERT INTO inbox (update_id, payload, received_at) VALUES (?, ?, ?)"
                     " ON CONFLICT (update_id) DO NOTHING RETURNING update_id",
-                    (update_id, payload, timestamp(now)),
-                )
+                    (update_id, payload, received),
+                ).fetchone()
                 if claimed is not None:
                     fresh.add(update_id)
-        return fresh
+            return fresh
+
+        # One hop to the database's thread for the whole batch (bot.storage.engine._transaction).
+        return await self._transaction(store, to_disk=True)
 
     async def unhandled_updates(
         self, max_crashes: int, now: dt.datetime

@@ -26,8 +26,9 @@ from bot.changes import (
     SlideShown,
 )
 from bot.learner import EventKind
+from bot.storage.backend import SyncConnection
 from bot.storage.drills import SAVE_DRILL, drill_params
-from bot.storage.engine import Engine, Transaction
+from bot.storage.engine import Engine
 from bot.storage.events import RECORD_EVENT
 
 
@@ -57,124 +58,129 @@ class OutcomeQueries(Engine):
         if not changes and not (events and self.events_days != 0):
             return True
         now = self._now()
+        record_events = self.events_days != 0
+
+        def write(conn: SyncConnection) -> None:
+            completed: list[str] = []
+            for change in changes:
+                if isinstance(change, LessonCompleted):
+                    completed.append(change.lesson_id)  # after the events: DONE comes after what finished it
+                else:
+                    _change(conn, user_id, change, now, update_id)
+            done = []
+            for lesson_id in completed:
+                cursor = conn.execute(
+                    "UPDATE lesson_progress SET completed_at = ? WHERE user_id = ? AND lesson_id = ?"
+                    " AND completed_at IS NULL AND slides_read_at IS NOT NULL",
+                    (now, user_id, lesson_id),
+                )
+                if cursor.rowcount == 1:  # done just now: its DONE event is recorded once, here
+                    done.append(Event(EventKind.DONE, lesson_id))
+            if record_events:
+                for event in (*events, *done):
+                    conn.execute(RECORD_EVENT, _event_params(user_id, event, now, language, update_id))
+
         try:
-            async with self._write() as conn:
-                completed: list[str] = []
-                for change in changes:
-                    if isinstance(change, LessonCompleted):
-                        completed.append(change.lesson_id)  # after the events: DONE comes after what finished it
-                    else:
-                        await self._change(conn, user_id, change, now, update_id)
-                done = []
-                for lesson_id in completed:
-                    completed_now = await conn.execute(
-                        "UPDATE lesson_progress SET completed_at = ? WHERE user_id = ? AND lesson_id = ?"
-                        " AND completed_at IS NULL AND slides_read_at IS NOT NULL",
-                        (now, user_id, lesson_id),
-                    )
-                    if completed_now == 1:  # done just now: its DONE event is recorded once, here
-                        done.append(Event(EventKind.DONE, lesson_id))
-                if self.events_days != 0:
-                    for event in (*events, *done):
-                        await conn.execute(RECORD_EVENT, _event_params(user_id, event, now, language, update_id))
+            await self._transaction(write)
         except Precondition:
             return False
         return True
 
-    async def _change(self, conn: Transaction, user_id: int, change: Change, now: str, update_id: int | None) -> None:
-        match change:
-            case SlideShown():
-                await conn.execute(
-                    "INSERT INTO lesson_progress (user_id, lesson_id, slide_id, furthest_slide_id, slides_read_at)"
-                    " VALUES (:user, :lesson, :slide, :furthest, CASE WHEN :last = 1 THEN :now END)"
-                    " ON CONFLICT (user_id, lesson_id) DO UPDATE SET slide_id = :slide, furthest_slide_id = :furthest,"
-                    " slides_read_at = coalesce(lesson_progress.slides_read_at, CASE WHEN :last = 1 THEN :now END)",
-                    {
-                        "user": user_id,
-                        "lesson": change.lesson_id,
-                        "slide": change.slide_id,
-                        "furthest": change.furthest_slide_id,
-                        "last": int(change.last),
-                        "now": now,
-                    },
+
+def _change(conn: SyncConnection, user_id: int, change: Change, now: str, update_id: int | None) -> None:
+    match change:
+        case SlideShown():
+            conn.execute(
+                "INSERT INTO lesson_progress (user_id, lesson_id, slide_id, furthest_slide_id, slides_read_at)"
+                " VALUES (:user, :lesson, :slide, :furthest, CASE WHEN :last = 1 THEN :now END)"
+                " ON CONFLICT (user_id, lesson_id) DO UPDATE SET slide_id = :slide, furthest_slide_id = :furthest,"
+                " slides_read_at = coalesce(lesson_progress.slides_read_at, CASE WHEN :last = 1 THEN :now END)",
+                {
+                    "user": user_id,
+                    "lesson": change.lesson_id,
+                    "slide": change.slide_id,
+                    "furthest": change.furthest_slide_id,
+                    "last": int(change.last),
+                    "now": now,
+                },
+            )
+            conn.execute(
+                "UPDATE learners SET lesson_id = ?, updated_at = ? WHERE user_id = ?",
+                (change.lesson_id, now, user_id),
+            )
+        case ReaderAt():
+            conn.execute(
+                "UPDATE learners SET reader_message_id = ?, reader_view = ?, updated_at = ? WHERE user_id = ?",
+                (change.message_id, change.view.value, now, user_id),
+            )
+        case DrillSaved():
+            cursor = conn.execute(
+                SAVE_DRILL,
+                drill_params(user_id, change.lesson_id, change.drill_id, change.before, change.after, now),
+            )
+            if cursor.rowcount != 1:
+                raise Precondition(change.drill_id)
+        case AnswerRecorded():
+            poll = change.poll
+            cursor = conn.execute(
+                "INSERT INTO quiz_answers"
+                " (poll_id, user_id, lesson_id, question_id, option_index, option_id, correct, answered_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (poll_id) DO NOTHING",
+                (
+                    poll.poll_id,
+                    user_id,
+                    poll.lesson_id,
+                    poll.question_id,
+                    change.option_index,
+                    change.option_id,
+                    int(change.correct),
+                    now,
+                ),
+            )
+            if cursor.rowcount != 1:
+                raise Precondition(poll.poll_id)
+            if change.remaining is not None:
+                remaining = " ".join(change.remaining)
+                conn.execute(
+                    "UPDATE learners SET quiz_queue = ?, quiz_poll_id = NULL,"
+                    " quiz_lesson_id = CASE WHEN ? = '' THEN NULL ELSE quiz_lesson_id END,"
+                    " updated_at = ? WHERE user_id = ? AND quiz_poll_id = ?",
+                    (remaining, remaining, now, user_id, poll.poll_id),
                 )
-                await conn.execute(
-                    "UPDATE learners SET lesson_id = ?, updated_at = ? WHERE user_id = ?",
-                    (change.lesson_id, now, user_id),
-                )
-            case ReaderAt():
-                await conn.execute(
-                    "UPDATE learners SET reader_message_id = ?, reader_view = ?, updated_at = ? WHERE user_id = ?",
-                    (change.message_id, change.view.value, now, user_id),
-                )
-            case DrillSaved():
-                saved = await conn.execute(
-                    SAVE_DRILL,
-                    drill_params(user_id, change.lesson_id, change.drill_id, change.before, change.after, now),
-                )
-                if saved != 1:
-                    raise Precondition(change.drill_id)
-            case AnswerRecorded():
-                poll = change.poll
-                inserted = await conn.execute(
-                    "INSERT INTO quiz_answers"
-                    " (poll_id, user_id, lesson_id, question_id, option_index, option_id, correct, answered_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (poll_id) DO NOTHING",
-                    (
-                        poll.poll_id,
-                        user_id,
-                        poll.lesson_id,
-                        poll.question_id,
-                        change.option_index,
-                        change.option_id,
-                        int(change.correct),
-                        now,
-                    ),
-                )
-                if inserted != 1:
-                    raise Precondition(poll.poll_id)
-                if change.remaining is not None:
-                    remaining = " ".join(change.remaining)
-                    await conn.execute(
-                        "UPDATE learners SET quiz_queue = ?, quiz_poll_id = NULL,"
-                        " quiz_lesson_id = CASE WHEN ? = '' THEN NULL ELSE quiz_lesson_id END,"
-                        " updated_at = ? WHERE user_id = ? AND quiz_poll_id = ?",
-                        (remaining, remaining, now, user_id, poll.poll_id),
-                    )
-            case QuizStarted():
-                await conn.execute(
-                    "UPDATE learners SET quiz_lesson_id = ?, quiz_queue = ?, quiz_poll_id = NULL, quiz_seed = ?,"
-                    " updated_at = ? WHERE user_id = ?",
-                    (change.lesson_id, " ".join(change.question_ids), change.seed, now, user_id),
-                )
-            case PracticeStarted():
-                await conn.execute(
-                    "UPDATE learners SET practice_lesson_id = ?, hints_shown = 0, updated_at = ? WHERE user_id = ?",
-                    (change.lesson_id, now, user_id),
-                )
-            case PracticeLeft():
-                await conn.execute(
-                    "UPDATE learners SET practice_lesson_id = NULL, hints_shown = 0, updated_at = ? WHERE user_id = ?",
-                    (now, user_id),
-                )
-            case HintsShown():
-                await conn.execute(
-                    "UPDATE learners SET hints_shown = ?, updated_at = ? WHERE user_id = ?",
-                    (change.count, now, user_id),
-                )
-            case AttemptGraded():
-                await conn.execute(
-                    "INSERT INTO exercise_attempts (user_id, lesson_id, passed, attempted_at, update_id)"
-                    " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                    (user_id, change.lesson_id, int(change.passed), now, update_id),
-                )
-            case LanguageChosen():
-                await conn.execute(
-                    "UPDATE learners SET language = ?, updated_at = ? WHERE user_id = ?",
-                    (change.language, now, user_id),
-                )
-            case LessonCompleted():
-                raise ValueError("a completed lesson is written after the events (store)")
+        case QuizStarted():
+            conn.execute(
+                "UPDATE learners SET quiz_lesson_id = ?, quiz_queue = ?, quiz_poll_id = NULL, quiz_seed = ?,"
+                " updated_at = ? WHERE user_id = ?",
+                (change.lesson_id, " ".join(change.question_ids), change.seed, now, user_id),
+            )
+        case PracticeStarted():
+            conn.execute(
+                "UPDATE learners SET practice_lesson_id = ?, hints_shown = 0, updated_at = ? WHERE user_id = ?",
+                (change.lesson_id, now, user_id),
+            )
+        case PracticeLeft():
+            conn.execute(
+                "UPDATE learners SET practice_lesson_id = NULL, hints_shown = 0, updated_at = ? WHERE user_id = ?",
+                (now, user_id),
+            )
+        case HintsShown():
+            conn.execute(
+                "UPDATE learners SET hints_shown = ?, updated_at = ? WHERE user_id = ?",
+                (change.count, now, user_id),
+            )
+        case AttemptGraded():
+            conn.execute(
+                "INSERT INTO exercise_attempts (user_id, lesson_id, passed, attempted_at, update_id)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (user_id, change.lesson_id, int(change.passed), now, update_id),
+            )
+        case LanguageChosen():
+            conn.execute(
+                "UPDATE learners SET language = ?, updated_at = ? WHERE user_id = ?",
+                (change.language, now, user_id),
+            )
+        case LessonCompleted():
+            raise ValueError("a completed lesson is written after the events (store)")
 
 
 def _event_params(user_id: int, event: Event, now: str, language: str, update_id: int | None) -> dict[str, object]:

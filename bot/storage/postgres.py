@@ -8,20 +8,23 @@ is never left behind by a process that died.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.rows import BaseRowFactory, RowMaker
 from psycopg.types.string import TextLoader
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from bot.errors import StorageError
-from bot.storage.backend import MIGRATION_LOCK, Params, Row, pyformat, redacted
+from bot.storage.backend import MIGRATION_LOCK, Params, Row, SyncConnection, pyformat, redacted
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # Connections per bot process: updates handled at once wait for one beyond this.
 POOL_SIZE = 10
@@ -86,6 +89,21 @@ async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
     conn.adapters.register_loader("jsonb", TextLoader)
 
 
+def _configure_sync(conn: psycopg.Connection[Any]) -> None:
+    conn.adapters.register_loader("json", TextLoader)
+    conn.adapters.register_loader("jsonb", TextLoader)
+
+
+class PostgresSyncConnection:
+    """A psycopg connection as a ``Backend.run`` work function sees it: the storage's placeholders, translated."""
+
+    def __init__(self, conn: psycopg.Connection[PgRow]):
+        self._conn = conn
+
+    def execute(self, sql: str, parameters: Any = (), /) -> psycopg.Cursor[PgRow]:
+        return self._conn.execute(pyformat(sql), parameters)
+
+
 class PostgresTransaction:
     """A transaction on one pooled connection (bot.storage.backend.Transaction)."""
 
@@ -131,6 +149,9 @@ class PostgresBackend:
     ):
         self._pool = pool
         self._locks = locks
+        # Connections for Backend.run's work functions, used on worker threads; opened at the first.
+        self._sync: ConnectionPool[psycopg.Connection[PgRow]] | None = None
+        self._pool_size = pool.max_size
         self.url = url
         self.where = redacted(url)
         self._closed = False
@@ -219,6 +240,31 @@ class PostgresBackend:
         async with self._connection() as conn, conn.transaction():
             yield PostgresTransaction(conn)
 
+    async def run(self, work: Callable[[SyncConnection], T], *, to_disk: bool = False) -> T:
+        """Run ``work`` on a worker thread, in one transaction on a pooled connection of its own."""
+        if self._sync is None:
+            self._sync = ConnectionPool(
+                self.url,
+                min_size=1,
+                max_size=self._pool_size,
+                kwargs={"autocommit": True, "prepare_threshold": None, "row_factory": ROWS},
+                open=False,
+                configure=_configure_sync,
+                timeout=CONNECT_TIMEOUT_S,
+                name="coursebot-work",
+            )
+            await asyncio.to_thread(self._sync.open, True, CONNECT_TIMEOUT_S)
+        return await asyncio.to_thread(self._run, self._sync, work)
+
+    def _run(self, pool: ConnectionPool[psycopg.Connection[PgRow]], work: Callable[[SyncConnection], T]) -> T:
+        try:
+            with pool.connection() as conn, conn.transaction():
+                return work(PostgresSyncConnection(conn))
+        except PoolTimeout as exc:
+            raise StorageError(f"no connection to the database {self.where} came free: {exc}") from exc
+        except psycopg.Error as exc:
+            raise StorageError(f"the database {self.where} failed: {exc}") from exc
+
     async def write_one(self, sql: str, params: Params = ()) -> int:
         async with self._connection() as conn:
             cursor = await conn.execute(pyformat(sql), params)
@@ -278,5 +324,7 @@ class PostgresBackend:
         if self._closed:
             return
         self._closed = True
+        if self._sync is not None:
+            await asyncio.to_thread(self._sync.close)
         await self._locks.close()
         await self._pool.close()

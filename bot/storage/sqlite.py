@@ -10,18 +10,21 @@ import asyncio
 import logging
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TypeVar, cast
 
 import aiosqlite
 
 from bot.errors import StorageError
-from bot.storage.backend import Params, Row
+from bot.storage.backend import Params, Row, SyncConnection
 
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 5000
+
+T = TypeVar("T")
 
 
 class SqliteTransaction:
@@ -169,6 +172,29 @@ class SqliteBackend:
             finally:
                 if to_disk:
                     await self._conn.execute("PRAGMA synchronous = NORMAL")
+
+    async def run(self, work: Callable[[SyncConnection], T], *, to_disk: bool = False) -> T:
+        async with self._writer:
+            # aiosqlite runs a function on its thread with _execute: its own methods are built on it.
+            done = await self._conn._execute(self._run, work, to_disk)  # type: ignore[no-untyped-call]
+            return cast(T, done)
+
+    def _run(self, work: Callable[[SyncConnection], T], to_disk: bool) -> T:
+        raw = self._conn._conn  # the sqlite3 connection, on its own thread here
+        if to_disk:
+            raw.execute("PRAGMA synchronous = FULL")
+        try:
+            raw.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(raw)
+            except BaseException:
+                raw.execute("ROLLBACK")
+                raise
+            raw.execute("COMMIT")
+            return result
+        finally:
+            if to_disk:
+                raw.execute("PRAGMA synchronous = NORMAL")
 
     async def write_one(self, sql: str, params: Params = ()) -> int:
         """One statement in autocommit: one round trip to the database thread instead of three (every tap's path)."""
