@@ -26,11 +26,13 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# Connections per bot process: updates handled at once wait for one beyond this.
+# Connections per bot process for its reads and small writes: updates handled at once wait for one beyond this.
 POOL_SIZE = 10
+# Connections for an update's one write (Backend.run), on worker threads.
+WORK_POOL_SIZE = 5
 # Connections that hold learners' locks, apart from the queries' pool so holding locks can never starve the queries:
 # a process handles at most this many learners' updates at once.
-LOCK_POOL_SIZE = 32
+LOCK_POOL_SIZE = 16
 # A process stopped (SIGSTOP) while it holds a learner's lock would keep that learner waiting for good; PostgreSQL
 # ends a lock's session once it has been idle in its transaction this long, and the lock with it. Longer than any
 # one update takes (a code run is capped well below it).
@@ -151,7 +153,7 @@ class PostgresBackend:
         self._locks = locks
         # Connections for Backend.run's work functions, used on worker threads; opened at the first.
         self._sync: ConnectionPool[psycopg.Connection[PgRow]] | None = None
-        self._pool_size = pool.max_size
+
         self.url = url
         self.where = redacted(url)
         self._closed = False
@@ -246,7 +248,7 @@ class PostgresBackend:
             self._sync = ConnectionPool(
                 self.url,
                 min_size=1,
-                max_size=self._pool_size,
+                max_size=WORK_POOL_SIZE,
                 kwargs={"autocommit": True, "prepare_threshold": None, "row_factory": ROWS},
                 open=False,
                 configure=_configure_sync,
