@@ -30,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -167,11 +168,23 @@ async def main() -> None:
     tmp = tempfile.mkdtemp(prefix="coursebot-trace-")
     out = args.out or os.path.join(tmp, "trace.txt")
     real_popen = subprocess.Popen
+    tracers: list[subprocess.Popen[bytes]] = []
 
     def traced(argv: list[str], *a: Any, **k: Any) -> subprocess.Popen[bytes]:
-        return real_popen(
-            ["strace", "-f", "-q", "--pidns-translation", "-s", "48", "-e", "signal=none", "-o", out, *argv], *a, **k
-        )
+        # strace attaches to the launcher rather than starting it: the pool maps the jobs' uids into the
+        # launcher's user namespace by its pid, which must be bwrap's own, not a tracer's. bwrap waits for
+        # that mapping before it does anything of interest, so attaching here misses nothing.
+        proc = real_popen(argv, *a, **k)
+        argv = ["strace", "-f", "-q", "--pidns-translation", "-s", "48", "-e", "signal=none", "-o", out]
+        tracers.append(real_popen([*argv, "-p", str(proc.pid)], stderr=subprocess.DEVNULL))
+        for _ in range(1000):  # until the tracer holds it (TracerPid), at most 10 s
+            status = Path(f"/proc/{proc.pid}/status").read_text()
+            if re.search(r"^TracerPid:\s*[1-9]", status, re.M):
+                break
+            time.sleep(0.01)
+        else:
+            sys.exit("strace did not attach to the sandbox's launcher in 10 s")
+        return proc
 
     zygote_control.subprocess.Popen = traced  # type: ignore[misc, assignment]
     config = dataclasses.replace(RunnerConfig.from_env(os.environ), startup_timeout_s=600.0)
@@ -181,6 +194,8 @@ async def main() -> None:
         ran = await workload(pool, args.quick)
     finally:
         await pool.close()
+        for tracer in tracers:  # strace ends with the last process it follows; its file is whole then
+            tracer.wait(timeout=60)
     seen = parse(Path(out).read_text(errors="replace"))
     print(
         json.dumps(

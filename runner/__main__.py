@@ -39,7 +39,7 @@ def make_backend(config: RunnerConfig) -> Backend:
     return Pool(PoolConfig.from_config(config))
 
 
-async def _serve(config: RunnerConfig, addresses: list[str], watch_stdin: bool) -> int:
+async def _serve(config: RunnerConfig, addresses: list[str], watch_stdin: bool, health: str | None = None) -> int:
     scrub_environment()
     backend = make_backend(config)
     json_lines = config.log_format == "json"
@@ -48,7 +48,9 @@ async def _serve(config: RunnerConfig, addresses: list[str], watch_stdin: bool) 
     except RunnerError as e:
         print(logs.failed(type(e).__name__, str(e), json_lines), flush=True)
         return 2
-    await serve_forever(backend, addresses, watch_stdin=watch_stdin, token=config.token, json_lines=json_lines)
+    await serve_forever(
+        backend, addresses, watch_stdin=watch_stdin, token=config.token, json_lines=json_lines, health=health
+    )
     return 0
 
 
@@ -118,6 +120,11 @@ def _parser() -> argparse.ArgumentParser:
                 "--listen", metavar="URL", help="tcp://HOST:PORT; every connection must present RUNNER_TOKEN"
             )
             sp.add_argument(
+                "--health",
+                metavar="URL",
+                help="tcp://HOST:PORT answering a balancer's health checks (GET /healthz, plain HTTP, no token)",
+            )
+            sp.add_argument(
                 "--watch-stdin", action="store_true", help="exit when stdin closes (used by the embedded client)"
             )
     return p
@@ -152,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
             addresses += [str(parse_address(args.listen, "--listen"))] if args.listen else []
             if not addresses:
                 raise InvalidRequest("give --socket PATH or --listen tcp://HOST:PORT")
+            health = str(parse_address(args.health, "--health")) if args.health else None
+            if health is not None and not health.startswith("tcp://"):
+                raise RunnerConfigError(f"--health must be tcp://HOST:PORT, got {args.health!r}")
             if args.listen and config.token is None:
                 # Checked before torch is imported: any local user can reach a TCP port.
                 raise RunnerConfigError(
@@ -167,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.cmd == "exec":
             return asyncio.run(_exec(config, files, args.json))
-        return asyncio.run(_serve(config, addresses, args.watch_stdin))
+        return asyncio.run(_serve(config, addresses, args.watch_stdin, health))
     except KeyboardInterrupt:
         return 130
 

@@ -164,6 +164,12 @@ RECONNECT_WAIT_S = 30.0
 # The longest stays short, so a runner that is back is found within about a second.
 RECONNECT_FIRST_S = 0.05
 RECONNECT_LONGEST_S = 1.0
+# A TCP connection closed before the hello was answered means no runner took the job (nothing of it ran).
+# Closed after waiting ADMIT_QUEUED_S or more, it sat in a balancer's queue (HAProxy's `timeout queue`): every
+# runner is full, so the job tries ADMIT_TRIES times in all, then is RunnerBusy.  Closed sooner, no runner is
+# up behind the balancer (or a runner's door is full): that is a runner away, tried again as above.
+ADMIT_TRIES = 3
+ADMIT_QUEUED_S = 0.25
 # Back-off between starts of an embedded runner that keeps dying: the first restart is at once, the next ones
 # wait from the first to the longest pause, in seconds; one that ran for STABLE_S resets it.
 RESTART_FIRST_S = 1.0
@@ -264,7 +270,8 @@ class RunnerClient:
         return self._info
 
     async def _read_info(self, timeout: float, wait_s: float = 0.0) -> None:
-        reply = await self.request({"op": "info"}, timeout, wait_s=wait_s)
+        # A pool that is full when the bot starts is waited for as long as a pool that is away (``wait_s``).
+        reply = await self.request({"op": "info"}, timeout, wait_s=wait_s, queued_tries=0)
         if not isinstance(reply, dict):
             raise ProtocolError("the runner's info is not an object")
         self._info = RunnerInfo.from_dict(reply)
@@ -301,8 +308,15 @@ class RunnerClient:
         return RunResult.from_dict(await self.request(msg, timeout, wait_s=RECONNECT_WAIT_S))
 
     async def ping(self) -> bool:
-        """Whether the runner answers now (no waiting for one that is away: a health check wants the truth)."""
-        return bool((await self.request({"op": "ping"}, 10.0)).get("pong"))
+        """Whether the runner answers now (no waiting for one that is away: a health check wants the truth).
+
+        Behind a balancer, a ping that waited in its queue and was dropped met runners that are up, every one
+        busy: that is an answer (the bot still serves; its learners hear "busy"), not a runner down.
+        """
+        try:
+            return bool((await self.request({"op": "ping"}, 10.0)).get("pong"))
+        except RunnerBusy:
+            return True
 
     async def load(self) -> RunnerLoad:
         """Return what the runner is doing now: jobs running and waiting."""
@@ -311,26 +325,50 @@ class RunnerClient:
             raise ProtocolError("the runner's info is not an object")
         return RunnerLoad.from_dict(reply)
 
-    async def request(self, msg: dict[str, Any], timeout: float | None = 30.0, wait_s: float = 0.0) -> Any:
+    async def request(
+        self, msg: dict[str, Any], timeout: float | None = 30.0, wait_s: float = 0.0, queued_tries: int | None = None
+    ) -> Any:
         """Send one request on a connection of its own; its result, or the RunnerError it failed with.
 
         ``timeout`` bounds the answer once connected; ``wait_s`` how long to keep trying to reach a runner
-        that is away (0: one attempt).
+        that is away (0: one attempt).  A connection that no runner took (closed before the hello was
+        answered: a balancer in front of full or absent runners) is tried again too: ``queued_tries`` times in
+        all when it waited in a queue (ADMIT_TRIES by default; 0: for as long as ``wait_s``), then RunnerBusy;
+        within ``wait_s`` when it was closed at once.
         """
+        tries = ADMIT_TRIES if queued_tries is None else queued_tries
         if self._closed:
             raise RunnerClosed("the runner client is closed")
-        connection = await self._open(wait_s)
-        try:
-            return await asyncio.wait_for(self._exchange(connection, msg), timeout)
-        except TimeoutError:
-            raise RunnerError(f"the runner did not answer in {timeout:.0f} s") from None
-        finally:
-            connection.close()
-
-    async def _open(self, wait_s: float) -> _Connection:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
         backoff = _Backoff(RECONNECT_FIRST_S, RECONNECT_LONGEST_S)
+        queued = 0
+        while True:
+            connection = await self._open(deadline - loop.time(), backoff)
+            sent = loop.time()
+            try:
+                return await asyncio.wait_for(self._exchange(connection, msg), timeout)
+            except TimeoutError:
+                raise RunnerError(f"the runner did not answer in {timeout:.0f} s") from None
+            except _NotAdmitted as e:
+                waited = loop.time() - sent
+                queued += waited >= ADMIT_QUEUED_S
+                pause = backoff.pause()
+                out_of_time = loop.time() + pause > deadline
+                if waited >= ADMIT_QUEUED_S and (queued >= tries > 0 or out_of_time):
+                    raise RunnerBusy(
+                        f"no runner at {self._address} took the job in {queued} tries: every one is busy ({e})"
+                    ) from None
+                if out_of_time:
+                    raise RunnerClosed(f"no runner at {self._address} took the job: {e}") from None
+                await asyncio.sleep(pause)
+            finally:
+                connection.close()
+
+    async def _open(self, wait_s: float, backoff: _Backoff | None = None) -> _Connection:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        backoff = backoff or _Backoff(RECONNECT_FIRST_S, RECONNECT_LONGEST_S)
         while True:
             if self._embedded is not None:
                 await self._embedded.ready(deadline - loop.time())
@@ -343,7 +381,11 @@ class RunnerClient:
                 await asyncio.sleep(pause)
 
     async def _exchange(self, connection: _Connection, msg: dict[str, Any]) -> Any:
-        """Write the token's hello (over TCP) and the request at once, then read their answers."""
+        """Write the token's hello (over TCP) and the request at once, then read their answers.
+
+        Over TCP, an end before the hello's answer is _NotAdmitted: no runner read the request (a balancer
+        closed the connection, or a runner refused it unread), so trying again is safe and costs nothing.
+        """
         frames = []
         hello = None
         if self._token is not None:
@@ -351,18 +393,24 @@ class RunnerClient:
             frames.append(protocol.encode({"op": "hello", "token": self._token, "id": hello}))
         rid = next(self._ids)
         frames.append(protocol.encode({**msg, "id": rid}))
+        admitted = hello is None
         try:
             await connection.send(b"".join(frames))
             while True:
                 reply = await connection.frame()
                 if reply is None:
+                    if not admitted:
+                        raise _NotAdmitted("the connection closed before the runner's hello")
                     raise JobLost(f"the runner at {self._address} went away before it answered")
                 if reply.get("id") == hello and hello is not None:
                     if not reply.get("ok"):
                         raise _error_from_reply(reply)
+                    admitted = True
                 elif reply.get("id") == rid or not reply.get("ok"):
                     break
         except (OSError, ProtocolError) as e:
+            if not admitted:
+                raise _NotAdmitted(f"the connection failed before the runner's hello ({e})") from None
             raise JobLost(f"the runner at {self._address} went away before it answered ({e})") from None
         if reply.get("ok"):
             return reply.get("result")
@@ -381,6 +429,10 @@ class RunnerClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+class _NotAdmitted(Exception):
+    """A request's connection ended before any runner took it (before the hello's answer): nothing of it ran."""
 
 
 class _Connection:

@@ -11,6 +11,8 @@ import asyncio
 import contextlib
 import functools
 import hmac
+import ipaddress
+import json
 import logging
 import os
 import re
@@ -23,7 +25,7 @@ from typing import Any
 
 from . import logs, protocol, trace
 from .backend import Backend
-from .config import UnixAddress, parse_address
+from .config import TcpAddress, UnixAddress, parse_address
 from .errors import InvalidRequest, ProtocolError, RunnerConfigError, RunnerError, Unauthorized
 from .grading import ExerciseChecks
 from .limits import DEFAULT
@@ -47,6 +49,11 @@ BACKOFF_MAX_S = 10.0
 BACKOFF_FORGET_S = 300.0
 LOG_EVERY_S = 10.0  # refusals are logged at most this often per host, with a count of the ones left unsaid
 PEERS_KEPT = 4096  # hosts remembered at most (the least recently seen are forgotten first)
+# The health endpoint (``--health``): a request's head must arrive within this many seconds and bytes, and this
+# many checks are answered at once (one more is closed unread: a balancer checks a host a few times a second).
+HEALTH_TIMEOUT_S = 2.0
+HEALTH_MAX_BYTES = 1024
+HEALTH_PENDING = 16
 # Connections the kernel queues before they are accepted. Each request comes on a connection of its own
 # (runner.client): a burst of jobs is a burst of connections, and a full Unix backlog refuses at once.
 BACKLOG = 1024
@@ -147,6 +154,8 @@ class Service:
         self.backend = backend
         self._token = token
         self._servers: list[asyncio.Server] = []
+        self._health: list[asyncio.Server] = []
+        self._health_pending = 0
         self.door = TcpDoor()
         self.wait = asyncio.sleep  # how a wrong token's refusal waits (tests count the waits instead)
 
@@ -329,7 +338,7 @@ class Service:
                     f"listening on {where} needs RUNNER_TOKEN, the secret every TCP connection must present "
                     "(any local user can reach a TCP port); or serve on a Unix socket (--socket PATH)"
                 )
-            if where.host not in LOOPBACK:
+            if where.host not in LOOPBACK and not _loopback(where.host):
                 log.warning(
                     "listening on %s beyond this machine: the token travels unencrypted, keep it on a private network",
                     where,
@@ -338,6 +347,56 @@ class Service:
                 functools.partial(self.handle, authenticate=True), where.host, where.port, backlog=BACKLOG
             )
         self._servers.append(server)
+
+    async def listen_health(self, address: str) -> None:
+        """Answer a balancer's health checks at ``address`` (tcp://HOST:PORT): plain HTTP, no token.
+
+        ``GET /healthz`` is answered 200 with the pool's load (running, waiting, size) while this runner serves,
+        and nothing else: a check takes no slot, presents no token (so never counts as a wrong one), and a runner
+        that is gone stops answering, which is what takes its host out of the balancer's rotation.
+        """
+        where = parse_address(address, "--health")
+        if not isinstance(where, TcpAddress):
+            raise RunnerConfigError(f"--health must be tcp://HOST:PORT, got {address!r}")
+        server = await asyncio.start_server(
+            self._health_check, where.host, where.port, backlog=64, limit=HEALTH_MAX_BYTES
+        )
+        self._health.append(server)
+
+    async def _health_check(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._health_pending >= HEALTH_PENDING:
+            writer.close()
+            return
+        self._health_pending += 1
+        try:
+            await self._answer_health(reader, writer)
+        finally:
+            self._health_pending -= 1
+
+    async def _answer_health(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            async with asyncio.timeout(HEALTH_TIMEOUT_S):
+                head = await reader.readuntil(b"\r\n\r\n")
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            head = b""
+        line = head.split(b"\r\n", 1)[0].split()
+        if len(line) == 3 and line[0] in (b"GET", b"HEAD") and line[1] == b"/healthz":
+            stats = self.backend.stats()
+            load = {k: stats.get(k) for k in ("running", "waiting", "size")}
+            body = json.dumps({"ok": True, **load}).encode() + b"\n"
+            status = b"200 OK"
+        else:
+            body, status = b"GET /healthz\n", b"404 Not Found"
+        head_out = b"HTTP/1.0 %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+        with contextlib.suppress(ConnectionError):
+            writer.write(head_out % (status, len(body)) + (body if line[:1] != [b"HEAD"] else b""))
+            await writer.drain()
+        with contextlib.suppress(Exception):
+            writer.close()
+            await writer.wait_closed()
+
+    def health_addresses(self) -> list[str]:
+        return [str(TcpAddress(*s.getsockname()[:2])) for h in self._health for s in h.sockets]
 
     def addresses(self) -> list[str]:
         out = []
@@ -348,11 +407,19 @@ class Service:
         return out
 
     async def close(self) -> None:
-        for s in self._servers:
+        for s in self._health + self._servers:
             s.close()
             with contextlib.suppress(Exception):
                 await s.wait_closed()
         self._servers.clear()
+        self._health.clear()
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _token_bytes(token: object) -> bytes | None:
@@ -382,8 +449,12 @@ async def serve_forever(
     watch_stdin: bool = False,
     token: str | None = None,
     json_lines: bool = False,
+    health: str | None = None,
 ) -> None:
-    """Listen until SIGTERM/SIGINT (or stdin closing, when watched); TCP connections must present ``token``."""
+    """Listen until SIGTERM/SIGINT (or stdin closing, when watched); TCP connections must present ``token``.
+
+    ``health`` (tcp://HOST:PORT) also answers a balancer's health checks there (``Service.listen_health``).
+    """
     service = Service(backend, token)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -407,8 +478,13 @@ async def serve_forever(
     try:
         for a in addresses:
             await service.listen(a)
+        if health is not None:
+            await service.listen_health(health)
         if ready_line:
-            print(logs.ready({"addresses": service.addresses(), **backend.stats()}, json_lines), flush=True)
+            said = {"addresses": service.addresses(), **backend.stats()}
+            if health is not None:
+                said["health"] = service.health_addresses()
+            print(logs.ready(said, json_lines), flush=True)
         await stop.wait()
     finally:
         await service.close()

@@ -14,6 +14,7 @@ import pytest
 from runner.result import Status
 from tests import engine
 from tests.conftest import ROOT
+from tests.runnerpool import haproxy_binary
 
 KEYS = ("updates_per_s", "p50_ms", "p99_ms", "framework_updates_per_s", "overhead_ratio")
 
@@ -216,3 +217,15 @@ def test_flows_benchmark_counts_reads_and_writes_per_update_before_and_after():
             assert figures["inbox_writes"] >= 1, (tree, kind, figures)  # the inbox is counted apart, not dropped
     assert set(result["ratios"]) >= {"slide", "drill"}
     assert set(result["met"]) == {"slide", "drill"}
+
+
+@pytest.mark.skipif(haproxy_binary() is None, reason="haproxy is not installed (.ci/run installs it)")
+def test_the_runner_hosts_benchmark_times_each_path_and_reports_the_ratios():
+    result = bench("runner_hosts", "--seconds", "0.6", "--rounds", "1", "--clients", "2")
+    assert set(result["paths"]) == {"direct", "haproxy_1_host", "haproxy_2_hosts"}
+    for name, figures in result["paths"].items():
+        assert positive(figures["jobs_per_s"]) and figures["p50_ms"] <= figures["p99_ms"], (name, figures)
+    for key in ("haproxy_over_direct_p50", "haproxy_over_direct_jobs_per_s", "two_hosts_over_one_jobs_per_s"):
+        assert positive(result[key]), key
+    # Through both hosts, both took jobs (leastconn): the second host is in the measurement.
+    assert all(n > 0 for n in result["haproxy_2_hosts_connections_per_host"].values()), result
