@@ -45,7 +45,8 @@ RUN pip-install --prefix /app/python --project /src \
 FROM runtime AS job
 COPY --from=build /opt/venv /opt/venv
 COPY --from=build /app/python/lib/python3.11/site-packages/runner /opt/venv/lib/python3.11/site-packages/runner
-# Jobs run as nobody with a read-only root (runner/docker_backend.py); no VOLUME, so no volume leaks.
+# The runner's Docker backend starts each job as its slot's own host uid (runner/docker_backend.py, uids.py) with a
+# read-only root; nobody is only the default of a container started by hand. No VOLUME, so no volume leaks.
 USER 65534:65534
 WORKDIR /tmp
 

@@ -34,6 +34,7 @@ from bot.ratelimit import CourseRateLimiter
 from bot.refresh import refresh_readers
 from bot.storage.db import Database, ensure_writable
 from bot.updates import Inbox, InboxApplication, PerLearnerOrder, Polling
+from bot.webhook import WebhookReceiver
 from runner.client import Runner, RunnerClient, RunnerError
 
 # Application[bot, context, user_data, chat_data, bot_data, job_queue], as build_application makes it.
@@ -188,7 +189,7 @@ class CourseBot:
         self.db: Database | None = None
         self.app: CourseApplication | None = None
         self.monitoring: MonitoringServer | None = None
-        self.polling: Polling | None = None
+        self.polling: Polling | WebhookReceiver | None = None  # how updates arrive: polling, or a webhook
         self._stack: contextlib.AsyncExitStack | None = None  # what __aexit__ stops, in reverse order of start
         self.library.prepare = self._adopt
 
@@ -239,13 +240,16 @@ class CourseBot:
                 )
             await app.start()
             stack.push_async_callback(self._stop_updates, app)
-            self.polling = await serve_updates(app)
+            self.polling = await serve_updates(app, self.config)
             stack.push_async_callback(_cancelled, asyncio.create_task(events.purge_daily(db), name="events purge"))
             if self.config.watch:
                 watcher = Watcher([self.config.lessons_dir, self.config.locales_dir], self.reload)
                 stack.push_async_callback(_cancelled, asyncio.create_task(watcher.run(), name="content watcher"))
             self._stack = stack.pop_all()
-        log.info("coursebot is polling as @%s", app.bot.username)
+        if isinstance(self.polling, WebhookReceiver):
+            log.info("coursebot is receiving updates by webhook at %s as @%s", self.polling.address, app.bot.username)
+        else:
+            log.info("coursebot is polling as @%s", app.bot.username)
         return self
 
     async def _stop_updates(self, app: CourseApplication) -> None:
@@ -319,8 +323,27 @@ async def connect_runner(config: Config) -> AsyncIterator[Runner | None]:
             yield client
 
 
-async def serve_updates(app: CourseApplication) -> Polling:
-    """Hand the application what a crash left unhandled, then poll for updates, each on disk before it is confirmed."""
+async def serve_updates(app: CourseApplication, config: Config | None = None) -> Polling | WebhookReceiver:
+    """Hand the application what a crash left unhandled, then poll for updates (or receive them by webhook, when
+    ``config`` says so), each on disk before it is confirmed."""
+    if config is not None and config.webhook_listen is not None:
+        host, port = config.webhook_listen
+        receiver = WebhookReceiver(
+            app.bot,
+            app.inbox,
+            app.update_queue,
+            host=host,
+            port=port,
+            secret=config.webhook_secret,
+            silence=app.bot_data.services.metrics.seconds_since_api_answered,
+        )
+        try:
+            await receiver.start()
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot receive webhooks on {host}:{port}: {exc.strerror or exc} (check COURSEBOT_WEBHOOK_LISTEN)."
+            ) from None
+        return receiver
     polling = Polling(
         app.bot,
         app.inbox,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from enum import Enum
 from typing import ClassVar, get_type_hints
 
@@ -78,25 +78,38 @@ class CallbackData:
         cls = CallbackData._by_prefix.get(prefix)
         if cls is None:
             raise CallbackDataError(f"unknown callback prefix in {data!r}")
-        declared = fields(cls)
-        if len(values) != len(declared) or not all(_FIELD.fullmatch(v) for v in values):
+        declared, required = _field_types(cls)
+        # A field added later has a default: buttons sent before it came leave it out, and still work.
+        if not required <= len(values) <= len(declared) or not all(_FIELD.fullmatch(v) for v in values):
             raise CallbackDataError(f"malformed callback data {data!r}")
         parsed: dict[str, object] = {}
-        types = get_type_hints(cls)
-        for f, value in zip(declared, values, strict=True):
-            kind = types[f.name]
+        for (name, kind), value in zip(declared, values, strict=False):
             if kind is int:
                 if not value.isdigit():
-                    raise CallbackDataError(f"{f.name} must be a number in {data!r}")
-                parsed[f.name] = int(value)
+                    raise CallbackDataError(f"{name} must be a number in {data!r}")
+                parsed[name] = int(value)
             elif isinstance(kind, type) and issubclass(kind, Enum):
                 try:
-                    parsed[f.name] = kind(value)
+                    parsed[name] = kind(value)
                 except ValueError:
-                    raise CallbackDataError(f"{f.name} must be one of {[m.value for m in kind]} in {data!r}") from None
+                    raise CallbackDataError(f"{name} must be one of {[m.value for m in kind]} in {data!r}") from None
             else:
-                parsed[f.name] = value
+                parsed[name] = value
         return cls(**parsed)
+
+
+_FIELD_TYPES: dict[type[CallbackData], tuple[tuple[tuple[str, object], ...], int]] = {}
+
+
+def _field_types(cls: type[CallbackData]) -> tuple[tuple[tuple[str, object], ...], int]:
+    """Each field of a callback kind with its type, in order, and how many have no default (resolved once)."""
+    found = _FIELD_TYPES.get(cls)
+    if found is None:
+        types = get_type_hints(cls)
+        declared = fields(cls)
+        required = sum(1 for f in declared if f.default is MISSING)
+        found = _FIELD_TYPES[cls] = (tuple((f.name, types[f.name]) for f in declared), required)
+    return found
 
 
 @dataclass(frozen=True)
@@ -178,9 +191,10 @@ class StartPractice(CallbackData, prefix="p"):
 
 @dataclass(frozen=True)
 class ShowHint(CallbackData, prefix="h"):
-    """Show the next hint of the exercise under way."""
+    """Show the next hint of the exercise under way: the one about ``mistake`` (bot.mistakes' id) first."""
 
     lesson: str
+    mistake: str = "none"
 
 
 @dataclass(frozen=True)

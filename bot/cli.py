@@ -1,4 +1,4 @@
-"""The coursebot command line: run, web, reload, lint, preview, stats, db backup, db copy."""
+"""The coursebot command line: run, web, reload, lint, preview, stats, db backup, db copy, webhook."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def _serve(config: Config, *, web: bool) -> int:
     from bot import app, logs
 
     json_lines = config.log_format == "json"
-    logs.configure(config.log_level, config.token, json_lines=json_lines)
+    logs.configure(config.log_level, config.token, json_lines=json_lines, others=(config.webhook_secret,))
     try:
         if web:
             from bot.webchat import local
@@ -358,6 +358,30 @@ def _copy(args: argparse.Namespace) -> int:
     return 0
 
 
+def _webhook(args: argparse.Namespace) -> int:
+    """The deploy step: point Telegram at the bot's webhook (set), ask about it (info), take it away (delete)."""
+    from bot import webhook_deploy
+
+    config = Config.from_env()
+    if args.webhook_command == "set":
+        lines = asyncio.run(
+            webhook_deploy.set_webhook(
+                config,
+                args.url,
+                secret=args.secret or config.webhook_secret,
+                max_connections=args.max_connections,
+                drop_pending_updates=args.drop_pending_updates,
+            )
+        )
+    elif args.webhook_command == "info":
+        lines = asyncio.run(webhook_deploy.webhook_info(config))
+    else:
+        lines = asyncio.run(webhook_deploy.delete_webhook(config, drop_pending_updates=args.drop_pending_updates))
+    for line in lines:
+        print(line)
+    return 0
+
+
 def _as_owner_of(folder: Path) -> None:
     """Run on as the owner of ``folder`` (the data's), when started as root and it is someone else's.
 
@@ -473,6 +497,23 @@ def parser() -> argparse.ArgumentParser:
     copy.add_argument("source", metavar="SQLITE_FILE")
     copy.add_argument("target", metavar="POSTGRESQL_URL", help="postgresql://user:password@host:port/name")
     copy.set_defaults(func=_copy)
+    webhook = commands.add_parser(
+        "webhook", help="the deploy step of webhook mode: set, show or delete the webhook (run once, not per replica)"
+    ).add_subparsers(dest="webhook_command", required=True)
+    set_hook = webhook.add_parser("set", help="make Telegram send the updates to URL (HTTPS)")
+    set_hook.add_argument("url", help="where Telegram posts updates, e.g. https://bot.example.org/telegram")
+    set_hook.add_argument(
+        "--secret", help="the secret Telegram sends with each update (default: COURSEBOT_WEBHOOK_SECRET)"
+    )
+    set_hook.add_argument(
+        "--max-connections", type=int, metavar="N", help="connections Telegram opens at once, 1 to 100 (default 40)"
+    )
+    webhook.add_parser("info", help="where updates go, how many wait, Telegram's last error sending them")
+    delete_hook = webhook.add_parser("delete", help="take the webhook away, so the bot can poll again")
+    for sub in (set_hook, delete_hook):
+        sub.add_argument("--drop-pending-updates", action="store_true", help="drop the updates waiting")
+    for sub in webhook.choices.values():
+        sub.set_defaults(func=_webhook)
     return top
 
 

@@ -49,6 +49,11 @@ class Config:
     # Where GET /healthz and GET /metrics are served, as (host, port); None: not served. The image serves
     # them on 0.0.0.0:9464 and its HEALTHCHECK asks /healthz.
     monitoring: tuple[str, int] | None = None
+    # Webhook mode: where Telegram's POSTs are received, as (host, port); None: the bot polls (the default). The
+    # webhook itself is set once, as a deploy step (`coursebot webhook set URL`), never at each start.
+    webhook_listen: tuple[str, int] | None = None
+    # What Telegram sends in X-Telegram-Bot-Api-Secret-Token (setWebhook's secret_token); webhook mode needs it.
+    webhook_secret: str = field(default="", repr=False)
     # "embedded" starts the runner beside the bot; "off" disables running code; else the address of a
     # runner elsewhere, as runner.client.parse_address reads it: unix:///path/to/socket or tcp://host:port.
     runner: str = "embedded"
@@ -98,6 +103,11 @@ class Config:
                 value = setting.rule(raw, setting.variable)
                 # COURSEBOT_DB holds a file's path or a PostgreSQL URL, kept apart so the file's folder stays known.
                 values["db_url" if isinstance(value, DatabaseUrl) else setting.field] = value
+        if values.get("webhook_listen") and not values.get("webhook_secret"):
+            raise ConfigError(
+                "COURSEBOT_WEBHOOK_LISTEN needs COURSEBOT_WEBHOOK_SECRET: the secret Telegram sends with each update "
+                "(1 to 256 of A-Z, a-z, 0-9, _ and -), so nobody else can post updates to the bot."
+            )
         try:
             values["runner_config"] = RunnerConfig.from_env(env)
         except RunnerConfigError as exc:
@@ -193,6 +203,13 @@ def host_and_port(raw: str, name: str) -> tuple[str, int] | None:
     if not isinstance(address, TcpAddress) or not raw.rpartition(":")[0] or address.port == 0:
         raise ConfigError(f"{name} must be HOST:PORT (e.g. 127.0.0.1:9464) or off, got {raw!r}.")
     return address.host, address.port
+
+
+def webhook_secret(raw: str, name: str) -> str:
+    """Telegram's rule for setWebhook's secret_token: 1 to 256 characters of A-Z, a-z, 0-9, _ and -."""
+    if len(raw) > 256 or not all(c.isascii() and (c.isalnum() or c in "_-") for c in raw):
+        raise ConfigError(f"{name} must be 1 to 256 characters of A-Z, a-z, 0-9, _ and - (Telegram's rule).")
+    return raw
 
 
 def runner_address(raw: str, name: str) -> str:
@@ -310,6 +327,21 @@ SETTINGS: tuple[Setting, ...] = (
         ("COURSEBOT_MONITORING",),
         "`HOST:PORT` to serve `GET /healthz` and `GET /metrics` there (the image: `0.0.0.0:9464`), or `off`",
         host_and_port,
+    ),
+    Setting(
+        "webhook_listen",
+        ("COURSEBOT_WEBHOOK_LISTEN",),
+        "`HOST:PORT` to receive updates by webhook there instead of polling (set the webhook once with "
+        '`coursebot webhook set URL`, see "Webhook mode"), or `off`: the bot polls',
+        host_and_port,
+    ),
+    Setting(
+        "webhook_secret",
+        ("COURSEBOT_WEBHOOK_SECRET",),
+        "the secret Telegram sends with every webhook update (`X-Telegram-Bot-Api-Secret-Token`); webhook mode "
+        "needs it, `coursebot webhook set` sends it; it never appears in logs",
+        webhook_secret,
+        default_text="—",
     ),
     Setting(
         "runner",

@@ -39,6 +39,10 @@ class Services:
     runner: Runner | None = None
     # Learners whose code is running now: a second send is told to wait, not queued.
     running: set[int] = field(default_factory=set)
+    # The last screen with buttons that a newer one supersedes (bot.flows.outcome.Show.supersedes), by user id:
+    # the next such screen takes its buttons away, so old practice buttons (Hint, Leave) do not pile up. In memory
+    # only: after a restart one old set of buttons stays, and it still works.
+    superseded_keyboards: dict[int, int] = field(default_factory=dict)
     # What the bot counts for /metrics (bot.metrics).
     metrics: Metrics = field(default_factory=Metrics)
     # Where a test makes the bot fail between two steps of an update, as a crash would (bot.faults).

@@ -113,6 +113,8 @@ class Reason(Enum):
     WRONG_CHOICE = "wrong_choice"
     DISTRACTOR = "distractor"  # a line that belongs nowhere is in (detail: that line)
     NOT_PYTHON = "not_python"  # the order does not compile (detail: where and why)
+    EMPTY_BLOCK = "empty_block"  # a block's opener with no indented line right below it (detail: the opener)
+    STRAY_INDENT = "stray_indent"  # an indented line under no opener (detail: that line; opener: where it belongs)
     RAISES = "raises"  # the order stops with an error when run (detail: the error)
     CHECKS = "checks"  # the order runs but gives other results (failed: each failed check's message)
     UNCHECKED = "unchecked"  # not the author's order, and no runner to try it
@@ -127,6 +129,7 @@ class Verdict:
     reason: Reason
     detail: str = ""
     failed: tuple[str, ...] = ()  # lesson markup
+    opener: str = ""  # STRAY_INDENT: the line that opens the block the stray line belongs to
 
 
 def answered(progress: DrillProgress, verdict: Verdict, choice: int | None = None) -> DrillProgress:
@@ -169,7 +172,7 @@ def precheck(drill: ParsonsDrill, placed: tuple[int, ...]) -> Verdict | None:
         compile(arranged_program(drill, placed), "<drill>", "exec", dont_inherit=True)
     except SyntaxError as exc:
         setup_lines = len(drill.setup.split("\n")) if drill.setup else 0
-        return Verdict(False, Reason.NOT_PYTHON, _syntax_detail(exc, lines, setup_lines))
+        return _syntax_verdict(exc, lines, setup_lines)
     return None
 
 
@@ -177,13 +180,29 @@ def precheck(drill: ParsonsDrill, placed: tuple[int, ...]) -> Verdict | None:
 _EMPTY_BLOCK = re.compile(r"^(?P<msg>expected an indented block after .+?) on line (?P<line>\d+)$")
 
 
-def _syntax_detail(exc: SyntaxError, lines: tuple[str, ...], setup_lines: int) -> str:
-    """Say what Python refuses in an arrangement and name the line to move: for an empty block, its opener."""
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _syntax_verdict(exc: SyntaxError, lines: tuple[str, ...], setup_lines: int) -> Verdict:
+    """Say what Python refuses in an arrangement, naming the line to move (not always the one Python names).
+
+    An empty block is its opener's fault; an indented line under no opener belongs under the opener it needs,
+    which may be placed below it, so that opener is named too. Anything else keeps Python's words and line.
+    """
     message, line = exc.msg, (exc.lineno or 0) - setup_lines
     if (empty := _EMPTY_BLOCK.match(message)) is not None:
         message, line = empty.group("msg"), int(empty.group("line")) - setup_lines
-    where = lines[line - 1].strip() if 1 <= line <= len(lines) else ""
-    return f"{message}: {where}" if where else message
+        if 1 <= line <= len(lines):
+            return Verdict(False, Reason.EMPTY_BLOCK, lines[line - 1].strip())
+    where = lines[line - 1] if 1 <= line <= len(lines) else ""
+    if message == "unexpected indent" and where:
+        # The opener it belongs under: the nearest shallower line that opens a block, wherever it was placed.
+        openers = [c for c in lines if c.rstrip().endswith(":") and _indent(c) < _indent(where)]
+        if openers:
+            opener = max(openers, key=_indent)
+            return Verdict(False, Reason.STRAY_INDENT, where.strip(), opener=opener.strip())
+    return Verdict(False, Reason.NOT_PYTHON, f"{message}: {where.strip()}" if where else message)
 
 
 def run_verdict(drill: ParsonsDrill, result: RunResult) -> Verdict:

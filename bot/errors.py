@@ -35,3 +35,7 @@ class ContentError(CoursebotError):
 
 class StorageError(CoursebotError):
     """The progress database cannot be opened, migrated or written."""
+
+
+class BotApiRefused(CoursebotError):
+    """The Bot API refused an operator's request (a deploy step such as setWebhook), or could not be reached."""

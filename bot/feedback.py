@@ -3,6 +3,8 @@ and what a run printed, why it ended, which checks failed and the likely mistake
 
 from __future__ import annotations
 
+import ast
+import keyword
 import re
 
 from bot import mistakes
@@ -20,6 +22,52 @@ def fenced_code(text: str) -> str | None:
     """Return the code of the first ```python fenced block in a message, or None."""
     match = _FENCE.search(text)
     return match.group(1).strip("\n") if match and match.group(1).strip() else None
+
+
+# A word of a sentence: letters (any script), perhaps with an apostrophe, perhaps ending in punctuation.
+_WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*[.,!?;:…]*", re.UNICODE)
+_CODE_SIGNS = re.compile(r"=|^\s*(?:import|from|def|class|return|print)\b|[:({\[]\s*$|^\s{2,}\S", re.MULTILINE)
+
+
+def _parses(text: str) -> ast.Module | None:
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def reads_as_prose(text: str) -> bool:
+    """Whether a message is a sentence, not Python: it fails to parse, and reads like words, not code.
+
+    ("I don't understand why my loss goes up" is prose; a loop with a missing colon is code to run and correct.)
+    """
+    if fenced_code(text) is not None or _CODE_SIGNS.search(text):
+        return False
+    tree = _parses(text)
+    if tree is not None:
+        # A sentence in a script without spaces (Japanese) can be one valid name: prose all the same.
+        return (
+            len(tree.body) == 1
+            and isinstance(tree.body[0], ast.Expr)
+            and isinstance(tree.body[0].value, ast.Name)
+            and not text.strip().isascii()
+        )
+    tokens = text.split()
+    if len(tokens) == 1:
+        # No spaces: a question ("what?"), or a sentence in a script that uses none, letters and punctuation only.
+        letters = sum(1 for c in tokens[0] if c.isalpha())
+        return (text.strip().endswith(("?", "？", "!")) or not tokens[0].isascii()) and letters >= 0.7 * len(tokens[0])
+    words = [t for t in tokens if _WORD.fullmatch(t) and not keyword.iskeyword(t.rstrip(".,!?;:…"))]
+    return len(words) == len(tokens) if len(tokens) == 2 else len(words) >= 0.6 * len(tokens)
+
+
+def looks_like_code(text: str) -> bool:
+    """Whether a message outside practice is Python pasted in (to be sent with /run), rather than chat."""
+    return (
+        not reads_as_prose(text)
+        and (_CODE_SIGNS.search(text) is not None or _parses(text) is not None)
+        and ("(" in text or "=" in text or "\n" in text.strip())
+    )
 
 
 def shown_value(value: str) -> str:
@@ -95,8 +143,12 @@ def _failed(check: ExerciseCheck, params: dict[str, object]) -> str:
     return text.replace("{expected}", _shown(params.get("expected", "?")))
 
 
-def check_feedback(exercise: Exercise, result: RunResult) -> list[str]:
-    """Return one message (lesson markup) per failed check: the exercise's own where the runner reports a mismatch."""
+def check_feedback(exercise: Exercise, result: RunResult, *, diagnosed: bool = False) -> list[str]:
+    """Return one message (lesson markup) per failed check: the exercise's own where the runner reports a mismatch.
+
+    ``diagnosed``: the likely mistake is named from the values, so a mismatch says only what was found and what was
+    expected, not the check's whole rule again.
+    """
     by_id = {c.id: c for c in exercise.checks}
     lines: list[str] = []
     for outcome in result.checks:
@@ -115,6 +167,14 @@ def check_feedback(exercise: Exercise, result: RunResult) -> list[str]:
                     "Keep the variable names of the starter code."
                 ).format(expr=outcome.params.get("expr", ""), error=str(outcome.params.get("error", ""))[:60])
             )
+        elif diagnosed and key is MessageKey.MISMATCH and "expected" in outcome.params:
+            lines.append(
+                _("`{expr}` is {got}, expected {expected}.").format(
+                    expr=outcome.params.get("expr", ""),
+                    got=_shown(outcome.params.get("got", "?")),
+                    expected=_shown(outcome.params.get("expected", "?")),
+                )
+            )
         elif check is not None:
             lines.append(_failed(check, dict(outcome.params)))
     return lines
@@ -122,6 +182,11 @@ def check_feedback(exercise: Exercise, result: RunResult) -> list[str]:
 
 def likely_mistakes(exercise: Exercise, result: RunResult) -> list[str]:
     """Return what the run shows of a likely autograd mistake (lesson markup), from its failed checks and error."""
+    return list(diagnosis(exercise, result).values())
+
+
+def diagnosis(exercise: Exercise, result: RunResult) -> dict[str, str]:
+    """Return each likely mistake the run shows, by id (bot.mistakes), with what to tell the learner."""
     exprs = {c.id: c.expr for c in exercise.checks}
     evidence = [
         mistakes.Evidence.of_check(exprs[o.id], o.params)
@@ -130,7 +195,12 @@ def likely_mistakes(exercise: Exercise, result: RunResult) -> list[str]:
     ]
     if result.status is Status.ERROR:
         evidence.append(mistakes.Evidence(stderr=result.stderr))
-    return mistakes.likely(evidence)
+    return mistakes.diagnose(evidence)
+
+
+def run_advice(result: RunResult) -> list[str]:
+    """Return what an ungraded run's error shows of a likely mistake (a slide's code without its import)."""
+    return mistakes.likely([mistakes.Evidence(stderr=result.stderr)]) if result.status is Status.ERROR else []
 
 
 def run_event(result: RunResult) -> tuple[str, str | None]:

@@ -69,13 +69,20 @@ def isolate(text: str) -> str:
 
 def number(value: int | float) -> str:
     """Format a number for the current language, isolated in right-to-left text."""
-    return isolate(format_decimal(value, locale=current_language()))
+    language = current_language()
+    return isolate(_integer(value, language) if isinstance(value, int) else format_decimal(value, locale=language))
 
 
 def fraction(n: int, total: int) -> str:
     """Format 'n / N' (slide 3 of 13) for the current language, kept left to right."""
-    locale = current_language()
-    return isolate(f"{format_decimal(n, locale=locale)} / {format_decimal(total, locale=locale)}")
+    language = current_language()
+    return isolate(f"{_integer(n, language)} / {_integer(total, language)}")
+
+
+# Babel parses the locale on every call; the same few whole numbers (slide 3 of 13) are on every screen.
+@functools.lru_cache(maxsize=4096)
+def _integer(value: int, language: str) -> str:
+    return format_decimal(value, locale=language)
 
 
 def percent(ratio: float) -> str:
@@ -84,8 +91,12 @@ def percent(ratio: float) -> str:
 
 
 def date(day: datetime.date) -> str:
-    """Format a date for the current language, e.g. '2 Dec 2026' or '2 дек. 2026 г.'."""
-    return isolate(format_date(day, format="medium", locale=current_language()))
+    """Format a date for the current language, e.g. '2 Dec 2026' or '2 дек. 2026 г.'.
+
+    CLDR's Arabic date puts a right-to-left mark after each number ('02\u200f/12\u200f/2026'): inside the isolate
+    that keeps it left to right, those marks turn '12' and '2026' into a right-to-left run, shown '022026/12/'.
+    """
+    return isolate(format_date(day, format="medium", locale=current_language()).replace("\u200f", ""))
 
 
 def own_name(language: str) -> str:
@@ -97,6 +108,16 @@ def own_name(language: str) -> str:
 def telegram_code(language: str) -> str:
     """Return the two-letter code Telegram uses for ``language`` in setMyCommands ('pt_BR' -> 'pt')."""
     return language.split("_")[0]
+
+
+# Every update asks (Telegram sends the learner's code each time); a client may send any string, so it is bounded.
+@functools.lru_cache(maxsize=1024)
+def _language_and_territory(language_code: str) -> tuple[str, str | None] | None:
+    try:
+        wanted = Locale.parse(language_code.replace("-", "_"))
+    except (ValueError, UnknownLocaleError):
+        return None
+    return wanted.language, wanted.territory
 
 
 class I18n:
@@ -120,18 +141,16 @@ class I18n:
 
     def negotiate(self, language_code: str | None) -> str:
         """Map a Telegram ``language_code`` (e.g. 'ru-RU', 'pt-br') to the best shipped language."""
-        if not language_code:
+        parsed = _language_and_territory(language_code) if language_code else None
+        if parsed is None:
             return DEFAULT_LANGUAGE
-        try:
-            wanted = Locale.parse(language_code.replace("-", "_"))
-        except (ValueError, UnknownLocaleError):
-            return DEFAULT_LANGUAGE
-        exact = f"{wanted.language}_{wanted.territory}" if wanted.territory else wanted.language
-        for candidate in (exact, wanted.language):
+        language, territory = parsed
+        exact = f"{language}_{territory}" if territory else language
+        for candidate in (exact, language):
             if candidate in self._catalogs:
                 return candidate
         # A Portuguese learner is better served by pt_BR than by English, whatever their country.
-        siblings = sorted(lang for lang in self._catalogs if lang.split("_")[0] == wanted.language)
+        siblings = sorted(lang for lang in self._catalogs if lang.split("_")[0] == language)
         return siblings[0] if siblings else DEFAULT_LANGUAGE
 
     def choose(self, chosen: str | None, telegram_language: str | None) -> str:

@@ -65,13 +65,13 @@ class JsonLines(logging.Formatter):
         return json.dumps(line, ensure_ascii=False, default=str)
 
 
-def configure(level: str, token: str, json_lines: bool = False) -> None:
-    """Log to stderr at ``level`` as text (or JSON lines), never showing ``token``."""
+def configure(level: str, token: str, json_lines: bool = False, others: tuple[str, ...] = ()) -> None:
+    """Log to stderr at ``level`` as text (or JSON lines), never showing ``token`` (nor the ``others`` secrets)."""
     handler = logging.StreamHandler()
     handler.setFormatter(
         JsonLines() if json_lines else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
-    handler.addFilter(RedactSecrets(token))
+    handler.addFilter(RedactSecrets(token, *others))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

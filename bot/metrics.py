@@ -9,8 +9,9 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from telegram._utils.defaultvalue import DEFAULT_NONE
 from telegram._utils.types import ODVInput
-from telegram.request import HTTPXRequest, RequestData
+from telegram.request import RequestData
 
+from bot.transport import AiohttpRequest
 from runner.client import RunnerLoad
 
 # Seconds: a tap is answered in milliseconds; a graded run waits for the runner, up to its wall limit.
@@ -85,8 +86,9 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-class MeasuredRequest(HTTPXRequest):
-    """PTB's HTTP transport, counting every Bot API call by method, each 429, and noting each answer."""
+class MeasuredRequest(AiohttpRequest):
+    """The bot's HTTP transport (bot.transport), counting every Bot API call by method, each 429, and noting each
+    answer."""
 
     def __init__(self, metrics: Metrics, **options: Any) -> None:
         super().__init__(**options)

@@ -2,12 +2,14 @@
 
 One table, ``MISTAKES``: each entry says when it applies, from what a failed check found or from the
 error the code stopped with, and what to tell the learner.  The runner measures the facts outside the
-sandbox (``ratio``, ``got_none``, ``still_requires_grad``: see runner.grading.compare); the wording is
-translated like every message.
+sandbox (``ratio``, ``got_none``, ``still_requires_grad``, the values as numbers: see runner.grading.compare);
+the patterns in those values are read here, and the wording is translated like every message.
 """
 
 from __future__ import annotations
 
+import itertools
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +26,8 @@ class Evidence:
     got_none: bool = False  # None where a value was expected
     still_requires_grad: bool = False  # a tensor still in the graph where the expected value is not
     stderr: str = ""  # the error output of a run that stopped with an exception
+    got: tuple[float, ...] = ()  # what the check read, as numbers (where it is numbers)
+    expected: tuple[float, ...] = ()  # what it should have read, as numbers
 
     @classmethod
     def of_check(cls, expr: str, params: Mapping[str, Any]) -> Evidence:
@@ -34,12 +38,61 @@ class Evidence:
             ratio=ratio if type(ratio) is int else None,
             got_none=params.get("got_none") is True,
             still_requires_grad=params.get("still_requires_grad") is True,
+            got=_numbers(params.get("got_numbers")),
+            expected=_numbers(params.get("expected_numbers")),
         )
 
     @property
     def reads_a_gradient(self) -> bool:
         """Whether the check reads a ``.grad``."""
         return self.expr.replace(" ", "").endswith(".grad")
+
+    @property
+    def is_loss_curve(self) -> bool:
+        """Whether the check reads a series of losses: at least three numbers that fall when the code is right."""
+        want = self.expected
+        return len(want) >= 3 and len(self.got) == len(want) and all(b < a for a, b in itertools.pairwise(want))
+
+    @property
+    def climbs_back(self) -> bool:
+        """Whether the losses fell, then rose again: the step went on with an old gradient still in ``.grad``."""
+        got = self.got
+        fell = next((i for i in range(1, len(got)) if got[i] < got[i - 1] and not _same(got[i], got[i - 1])), None)
+        return fell is not None and any(
+            got[i] > got[i - 1] and not _same(got[i], got[i - 1]) for i in range(fell + 1, len(got))
+        )
+
+    @property
+    def first_two_equal(self) -> bool:
+        """Whether the first two losses are equal: the first step moved nothing, it came before ``backward()``."""
+        return len(self.got) >= 2 and _same(self.got[0], self.got[1])
+
+    @property
+    def never_moves(self) -> bool:
+        """Whether every loss is the first: no step ever found a gradient."""
+        return len(self.got) >= 3 and all(_same(x, self.got[0]) for x in self.got)
+
+
+def _numbers(value: object) -> tuple[float, ...]:
+    """The numbers the runner passed on, or () for anything else."""
+    if not isinstance(value, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value):
+        return ()
+    return tuple(float(x) for x in value)
+
+
+def _same(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-6 + 1e-6 * abs(b)
+
+
+# Names the slides use without importing them (their imports are hidden), and the line that brings each in.
+IMPORTS = {"torch": "import torch", "nn": "from torch import nn", "F": "import torch.nn.functional as F"}
+_UNDEFINED = re.compile(r"NameError: name '(?P<name>\w+)' is not defined")
+
+
+def missing_import(stderr: str) -> str | None:
+    """The name a run stopped on that an import would have defined (``torch``), or None."""
+    found = _UNDEFINED.search(stderr)
+    return found.group("name") if found and found.group("name") in IMPORTS else None
 
 
 @dataclass(frozen=True)
@@ -56,6 +109,38 @@ SECOND_BACKWARD = "Trying to backward through the graph a second time"
 LEAF_IN_PLACE = "a leaf Variable that requires grad is being used in an in-place operation"
 
 MISTAKES: tuple[Mistake, ...] = (
+    # Two readings of a loss curve, as lesson 3 teaches them; the first that applies names the mistake.
+    Mistake(
+        "no-step",
+        lambda e: e.is_loss_curve and e.never_moves,
+        lambda e: _(
+            "`{expr}` never changes: no `opt.step()` found a gradient in `.grad`. "
+            "Call `opt.step()` right after `loss.backward()`, with nothing clearing the gradient between them."
+        ).format(expr=e.expr),
+    ),
+    Mistake(
+        "step-before-backward",
+        lambda e: e.is_loss_curve and e.first_two_equal and not e.never_moves,
+        lambda e: _(
+            "The first two losses are equal: the first `opt.step()` ran before any `backward()`, "
+            "so it had no gradient to step with. Call `loss.backward()` before `opt.step()`."
+        ),
+    ),
+    Mistake(
+        "stale-gradient",
+        lambda e: e.is_loss_curve and e.climbs_back,
+        lambda e: _(
+            "The losses fall, then climb back up: each step still had the last step's gradient in `.grad`, "
+            "so it overshot. Call `opt.zero_grad()` at the start of each step."
+        ),
+    ),
+    Mistake(
+        "missing-import",
+        lambda e: missing_import(e.stderr) is not None,
+        lambda e: _("`{name}` is not defined: slides leave their imports out. Start your code with `{line}`.").format(
+            name=missing_import(e.stderr), line=IMPORTS.get(missing_import(e.stderr) or "", "")
+        ),
+    ),
     Mistake(
         "accumulated",
         lambda e: e.ratio is not None and e.reads_a_gradient,
@@ -99,11 +184,17 @@ MISTAKES: tuple[Mistake, ...] = (
 )
 
 
-def likely(evidence: Iterable[Evidence]) -> list[str]:
-    """Return what to tell the learner about each mistake the evidence shows, once per mistake."""
+def diagnose(evidence: Iterable[Evidence]) -> dict[str, str]:
+    """Return each mistake the evidence shows, by id, with what to tell the learner about it (in MISTAKES' order)."""
     found: dict[str, str] = {}
-    for item in evidence:
-        for mistake in MISTAKES:
+    items = list(evidence)
+    for mistake in MISTAKES:
+        for item in items:
             if mistake.id not in found and mistake.applies(item):
                 found[mistake.id] = mistake.explain(item)
-    return list(found.values())
+    return found
+
+
+def likely(evidence: Iterable[Evidence]) -> list[str]:
+    """Return what to tell the learner about each mistake the evidence shows, once per mistake."""
+    return list(diagnose(evidence).values())

@@ -82,5 +82,9 @@ def lesson_score(lesson: Lesson, answers: dict[tuple[str, str], Answer]) -> int:
 
 
 def course_score(course: Course, answers: dict[tuple[str, str], Answer]) -> tuple[int, int]:
-    """Return (questions last answered correctly, questions in the course)."""
-    return sum(lesson_score(lesson, answers) for lesson in course.lessons), course.question_count
+    """Return (questions last answered correctly, questions of the course answered): the score over those met.
+
+    A first lesson answered perfectly is 3 of 3, not 3 of 12 (25%): questions not met yet are no failure.
+    """
+    met = sum(1 for lesson in course.lessons for q in lesson.quiz if (lesson.id, q.id) in answers)
+    return sum(lesson_score(lesson, answers) for lesson in course.lessons), met

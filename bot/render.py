@@ -185,15 +185,22 @@ def _practice_button(lesson: Lesson) -> list[InlineKeyboardButton]:
     return [_button(label, StartPractice(lesson.id))]
 
 
-def quiz_intro(lesson: Lesson, remaining: int, *, retake: bool, sent: bool = True) -> Screen:
+def quiz_intro(lesson: Lesson, remaining: int, *, retake: bool, sent: bool = True, resumed: bool = False) -> Screen:
     """Render the message that replaces the slides while the Quick Check polls are answered.
 
     Its first button sends the awaited poll again: a poll lost, deleted or never sent is one tap away.
-    ``sent`` False says the poll could not be sent just now.
+    ``sent`` False says the poll could not be sent just now. ``resumed``: a round under way brought back, whose
+    ``remaining`` questions are what is left of it, not all it asks.
     """
     title = fill(_("Quick Check: {title}"), title=lessontext.to_html(lesson.title))
     if not sent:
         body = _("The question could not be sent just now. Tap “Send the question again” to try once more.")
+    elif resumed:
+        body = ngettext(
+            "One question left. Answer the poll below.",
+            "{n} questions left. Answer the polls below, one at a time.",
+            remaining,
+        ).format(n=number(remaining))
     elif retake:
         body = ngettext(
             "One question you missed, asked again. Answer the poll below.",
@@ -317,7 +324,11 @@ def reset_done(reset: bool) -> Screen:
     """Render the answer to the reset confirmation."""
     if reset:
         return Screen(escape(_("Your progress is reset. Send /start to begin again.")))
-    return Screen(escape(_("Nothing was changed. Your progress is safe.")))
+    # The way on, as from any screen: cancelling leaves the learner where they were, with the buttons to go on.
+    return Screen(
+        escape(_("Nothing was changed. Your progress is safe.")),
+        _keyboard([_button(_("▶ Continue where I left off"), Continue())], _lessons_button()),
+    )
 
 
 def notice(text: str) -> Screen:
@@ -351,12 +362,14 @@ def language_chosen(following_telegram: bool) -> Screen:
     )
 
 
-def _practice_buttons(lesson: Lesson, course: Course, hints_shown: int, *, passed: bool) -> InlineKeyboardMarkup:
+def _practice_buttons(
+    lesson: Lesson, course: Course, hints_shown: int, *, passed: bool, mistake: str | None = None
+) -> InlineKeyboardMarkup:
     exercise = _exercise(lesson)
     rows = []
     if not passed and hints_shown < len(exercise.hints):
         label = _("💡 Hint ({n} of {total})").format(n=number(hints_shown + 1), total=number(len(exercise.hints)))
-        rows.append([_button(label, ShowHint(lesson.id))])
+        rows.append([_button(label, ShowHint(lesson.id, mistake or ShowHint.mistake))])
     rows.append(_next_lesson_button(course, lesson))
     if not passed:
         rows.append([_button(_("Leave the practice"), LeavePractice(lesson.id))])
@@ -393,16 +406,30 @@ def verdict_screen(
     *,
     hints_shown: int,
     output_room: int = feedback.OUTPUT_MAX,
+    mistake: str | None = None,
 ) -> Screen:
     """Render a graded run: its output (at most ``output_room`` characters), then the pass or what each failed
-    check found, with the likely mistake behind it."""
+    check found, with the likely mistake behind it (``mistake``: its id, whose hint the Hint button shows first)."""
     parts: list[str] = [feedback.output_block(result, output_room)]
     if result.passed:
         parts.append(bold(_("✅ All checks passed. Well done!")))
+        parts.append(_way_on_after_practice(course, lesson))
     else:
         parts.append(join([bold(_("Not yet:")), feedback_lines(lines, likely)], "\n"))
         parts.append(italic(_("Change your code and send it again; try as often as you like.")))
-    return Screen(join(parts), _practice_buttons(lesson, course, hints_shown, passed=result.passed))
+    return Screen(join(parts), _practice_buttons(lesson, course, hints_shown, passed=result.passed, mistake=mistake))
+
+
+def _way_on_after_practice(course: Course, lesson: Lesson) -> str:
+    """Say where a passed practice leads: the next lesson, or the end of the course."""
+    following = course.next_lesson(lesson)
+    if following is None:
+        return escape(_("That was the course's last practice. /progress shows all you have done."))
+    return fill(
+        _("Next: lesson {n}, {title}. Tap it below, or ☰ Lessons for the course."),
+        n=number(course.lessons.index(following) + 1),
+        title=lessontext.to_html(following.title),
+    )
 
 
 def fitting(build: Callable[[int], Screen], room: int) -> Screen:
@@ -415,6 +442,28 @@ def fitting(build: Callable[[int], Screen], room: int) -> Screen:
         room = max(0, room - over)
         screen = build(room)
     return screen
+
+
+def prose_in_practice(course: Course, lesson: Lesson, hints_shown: int) -> Screen:
+    """Answer a sentence sent during a practice (not run, not counted), with the practice's ways out: Hint, Leave."""
+    text = _(
+        "That reads like a sentence, not Python, so I did not run it and it does not count as an attempt. "
+        "Stuck? Tap 💡 Hint for a nudge, or Leave the practice to go back to the course. "
+        "When your code is ready, send it as a message."
+    )
+    return Screen(escape(text), _practice_buttons(lesson, course, hints_shown, passed=False))
+
+
+def code_outside_practice() -> Screen:
+    """Answer code pasted outside a practice: /run runs it."""
+    return Screen(
+        escape(
+            _(
+                "That looks like code. To run it, send /run and then the code, for example: /run print(2 + 2). "
+                "To have it checked, open a lesson's practice from /lessons."
+            )
+        )
+    )
 
 
 def practice_left(course: Course, lesson: Lesson | None) -> Screen:
@@ -431,19 +480,23 @@ def practice_left(course: Course, lesson: Lesson | None) -> Screen:
     )
 
 
-def hint(lesson: Lesson, course: Course, shown: int) -> Screen:
-    """Render hint number ``shown`` (1-based) of the exercise."""
+def hint(lesson: Lesson, course: Course, shown: int, mistake: str | None = None) -> Screen:
+    """Render the ``shown``-th hint (1-based) of the exercise, in the order for a learner who made ``mistake``."""
     exercise = _exercise(lesson)
     heading = _("💡 Hint {n} of {total}:").format(n=number(shown), total=number(len(exercise.hints)))
+    text = exercise.hints[exercise.hint_order(mistake)[shown - 1]]
     return Screen(
-        join([heading, lessontext.to_html(exercise.hints[shown - 1])], " "),
-        _practice_buttons(lesson, course, shown, passed=False),
+        join([heading, lessontext.to_html(text)], " "),
+        _practice_buttons(lesson, course, shown, passed=False, mistake=mistake),
     )
 
 
-def run_output(output: Html, status: str | None) -> Screen:
-    """Render an ungraded run: what it printed, and why it ended if a limit stopped it."""
-    return Screen(output if status is None else join([output, lessontext.plain(status)]))
+def run_output(output: Html, status: str | None, advice: Sequence[str] = ()) -> Screen:
+    """Render an ungraded run: what it printed, why it ended if a limit stopped it, and the fix of a likely mistake."""
+    parts = [output] + ([lessontext.plain(status)] if status is not None else [])
+    if advice:
+        parts.append(feedback_lines([], advice))
+    return Screen(join(parts))
 
 
 # Drills: one message, edited in place as the learner taps (bot/drills.py holds the rules).
@@ -556,6 +609,15 @@ def _drill_verdict(lesson: Lesson, shown: Drill, view: DrillView) -> list[str]:
         ),
         Reason.NOT_PYTHON: lambda: fill(
             _("✗ In this order the lines are not valid Python: {error}"), error=code(verdict.detail)
+        ),
+        Reason.EMPTY_BLOCK: lambda: fill(
+            _("✗ {opener} opens a block, but the line right below it is not indented. Put a line of its block there."),
+            opener=code(verdict.detail),
+        ),
+        Reason.STRAY_INDENT: lambda: fill(
+            _("✗ {line} is indented, but the line above it opens no block: it belongs right under {opener}."),
+            line=code(verdict.detail),
+            opener=code(verdict.opener),
         ),
         Reason.RAISES: lambda: fill(
             _("✗ In this order the program stops with an error: {error}"), error=code(verdict.detail)

@@ -81,10 +81,17 @@ class Inbox:
         self._writer: asyncio.Task[None] | None = None
         self._forgotten_at: dt.datetime | None = None
 
-    async def accept(self, updates: Sequence[Update]) -> list[Update]:
-        """Store ``updates`` on disk; return, in order, those not seen before, now expected to be handled."""
+    async def accept(self, updates: Sequence[Update], payloads: Sequence[str] | None = None) -> list[Update]:
+        """Store ``updates`` on disk; return, in order, those not seen before, now expected to be handled.
+
+        ``payloads`` are the updates' JSON as Telegram sent it, stored as is; without them each update is turned
+        back into JSON (PTB's to_json walks every object of the update: the costliest step of a tap).
+        """
         now = self._clock()
-        fresh = await self._db.accept_updates([(u.update_id, u.to_json()) for u in updates], now)
+        texts = payloads if payloads is not None else [u.to_json() for u in updates]
+        fresh = await self._db.accept_updates(
+            [(u.update_id, text) for u, text in zip(updates, texts, strict=True)], now
+        )
         accepted = [u for u in updates if u.update_id in fresh]
         for update in accepted:
             self._work[update.update_id] = 0
@@ -241,6 +248,20 @@ class Polling:
             if not task.cancelled():
                 raise
 
+    async def _get_updates(self, offset: int) -> tuple[list[Update], list[str]]:
+        """Call getUpdates; return the updates and each one's JSON as Telegram sent it (for the inbox).
+
+        As Bot.get_updates does, but keeping the JSON: the read timeout is the getUpdates request's own, which
+        the application sets longer than the long poll. Bot._post is PTB's (pinned) own path for every method;
+        its public do_api_request warns when asked for a method the Bot has.
+        """
+        result = await self._bot._post(
+            "getUpdates", {"offset": offset, "timeout": self._timeout, "allowed_updates": self._allowed}
+        )
+        if not isinstance(result, list):
+            raise TelegramError(f"getUpdates answered {type(result).__name__}, not a list")
+        return [Update.de_json(item, self._bot) for item in result], [json.dumps(item) for item in result]
+
     async def _poll(self) -> None:
         # Offset 0 at start: Telegram sends every update not confirmed yet; those already stored are dropped.
         offset = 0
@@ -253,9 +274,7 @@ class Polling:
                 if not webhook_deleted:
                     # A bot that had a webhook cannot poll; PTB's Updater does this first too.
                     webhook_deleted = await self._bot.delete_webhook(drop_pending_updates=False)
-                updates = await self._bot.get_updates(
-                    offset=offset, timeout=self._timeout, allowed_updates=self._allowed
-                )
+                updates, payloads = await self._get_updates(offset)
             except RetryAfter as exc:
                 wait = exc.retry_after if isinstance(exc.retry_after, float | int) else exc.retry_after.total_seconds()
                 self._on_error(exc)
@@ -272,7 +291,7 @@ class Polling:
                 continue
             self._storing = True
             try:
-                fresh = await self._inbox.accept(updates)
+                fresh = await self._inbox.accept(updates, payloads)
             except (sqlite3.Error, StorageError) as exc:
                 # Not confirmed: Telegram sends the batch again with the next call.
                 wait = RETRY_FIRST

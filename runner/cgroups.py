@@ -47,7 +47,7 @@ TREE_PREFIX = "coursebot-runner."
 # cgroup when started as the README says; elsewhere, root or a delegated cgroup (systemd's Delegate=yes).
 _DELEGATION_HINT = (
     "in a container: start it with --user 0 --cap-add SYS_ADMIN --cap-add CHOWN --cap-add SETUID "
-    "--cap-add SETGID --cap-add SETPCAP, see the README's Docker section"
+    "--cap-add SETGID --cap-add SETPCAP --cap-add KILL, see the README's Docker section"
     if os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv")
     else "run it as root, or delegate the cgroup to its user, e.g. systemd's Delegate=yes"
 )

@@ -332,7 +332,10 @@ class Pool:
             self.uids = uids.claim(self.config.sandbox.sandbox_uid, len(self.tree.slots))
             self._cell_uid = {id(cell): self.uids.uid(i) for i, cell in enumerate(self.tree.slots)}
         else:
-            log.warning("not root: every job runs as this runner's uid and shares its kernel counters (uids.py)")
+            log.warning(
+                "not root: every job runs as this runner's uid and shares its kernel counters (uids.py); "
+                "a runner started as root runs each slot as a uid of its own (the image: a runner alone, README)"
+            )
         for cell in self.tree.slots:
             self._cells.put_nowait(cell)
         self._lanes = cgroups.cpu_lanes(sorted(os.sched_getaffinity(0)), self.config.size)

@@ -61,6 +61,8 @@ from .errors import SandboxUnavailable
 from .limits import SIGNALS_QUEUED, Limits
 
 if TYPE_CHECKING:  # the zygote imports this module inside the sandbox: nothing more than it needs
+    from collections.abc import Iterator
+
     from .config import RunnerConfig
 
 # --- constants (linux/sched.h, linux/mount.h, linux/prctl.h) ---------------
@@ -82,6 +84,9 @@ PR_SET_PDEATHSIG = 1
 PR_CAPBSET_DROP = 24
 PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
+
+# setfsuid and setfsgid (asm/unistd_64.h): the 32-bit calls on x86_64, the only ones on arm64.
+SYS_SETFSUID, SYS_SETFSGID = {"aarch64": (151, 152)}.get(os.uname().machine, (122, 123))
 
 SO_PASSCRED = 16
 SCM_CREDENTIALS = 2
@@ -406,6 +411,28 @@ def plan(
     )
 
 
+@contextlib.contextmanager
+def filesystem_ids(uid: int, gid: int) -> Iterator[None]:
+    """Check file permissions as ``uid``/``gid`` in this thread only (setfsuid, setfsgid), then as before.
+
+    A runner that is root with no CAP_DAC_OVERRIDE (a container's root with the README's capabilities) may not
+    write another uid's files: the sandbox's uid_map, the socket folder of the image's user.  As their owner it
+    may, and every capability that is not about files (CAP_SETUID, CAP_SYS_ADMIN) stays in force meanwhile.
+    Only this thread's ids change (the raw system calls, not glibc's process-wide set*id), so the caller must not
+    yield to other code in between.  A no-op unless we are root and the ids differ.
+    """
+    if os.geteuid() != 0 or (uid, gid) == (0, 0):
+        yield
+        return
+    old_gid = _libc.syscall(SYS_SETFSGID, gid)
+    old_uid = _libc.syscall(SYS_SETFSUID, uid)
+    try:
+        yield
+    finally:
+        _libc.syscall(SYS_SETFSUID, old_uid)
+        _libc.syscall(SYS_SETFSGID, old_gid)
+
+
 def complete_userns(setup: UsernsSetup, launcher_pid: int) -> None:
     """Write the uid and gid maps of the sandbox's user namespace, then let bwrap go on (blocking; root only).
 
@@ -426,9 +453,12 @@ def complete_userns(setup: UsernsSetup, launcher_pid: int) -> None:
             ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
         if ppid != launcher_pid:
             raise SandboxUnavailable(f"bwrap's child {child} is not the launcher's ({ppid} != {launcher_pid})")
-        for name in ("uid_map", "gid_map"):
-            with open(f"/proc/{child}/{name}", "w") as f:
-                f.write(setup.maps)
+        # The maps belong to the sandbox's uid (bwrap's child is dumpable): written as it, by our CAP_SETUID.
+        owner = os.stat(f"/proc/{child}")
+        with filesystem_ids(owner.st_uid, owner.st_gid):
+            for name in ("uid_map", "gid_map"):
+                with open(f"/proc/{child}/{name}", "w") as f:
+                    f.write(setup.maps)
         os.write(setup.block_fd, b"1")
     except OSError as e:
         raise SandboxUnavailable(f"cannot map the jobs' uids into the sandbox: {e}") from None

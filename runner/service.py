@@ -17,13 +17,14 @@ import logging
 import os
 import re
 import signal
+import socket
 import stat
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import logs, protocol, trace
+from . import logs, protocol, sandbox, trace
 from .backend import Backend
 from .config import TcpAddress, UnixAddress, parse_address
 from .errors import InvalidRequest, ProtocolError, RunnerConfigError, RunnerError, Unauthorized
@@ -71,6 +72,29 @@ def scrub_environment() -> None:
 
 
 Reply = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+def _bind_unix(path: str) -> socket.socket:
+    """A Unix socket bound at ``path`` (a stale socket there replaced), mode 0600: ours alone.
+
+    A root runner (per-slot uids) with no CAP_DAC_OVERRIDE, as in the image, makes it as the folder's owner
+    (the image's user, who alone may then connect: the bot, the health check); anyone else as itself.
+    """
+    folder = os.stat(os.path.dirname(os.path.abspath(path)))
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    old = os.umask(0o177)
+    try:
+        with sandbox.filesystem_ids(folder.st_uid, folder.st_gid):
+            with contextlib.suppress(FileNotFoundError):
+                if stat.S_ISSOCK(os.lstat(path).st_mode):
+                    os.unlink(path)
+            sock.bind(path)
+    except BaseException:
+        sock.close()
+        raise
+    finally:
+        os.umask(old)
+    return sock
 
 
 @dataclass
@@ -323,15 +347,7 @@ class Service:
         """Accept connections at ``address`` (see config.parse_address; RunnerConfigError if malformed)."""
         where = parse_address(address)
         if isinstance(where, UnixAddress):
-            path = where.path
-            with contextlib.suppress(FileNotFoundError):
-                if stat.S_ISSOCK(os.lstat(path).st_mode):
-                    os.unlink(path)
-            old = os.umask(0o177)  # the socket is ours alone (0600)
-            try:
-                server = await asyncio.start_unix_server(self.handle, path=path, backlog=BACKLOG)
-            finally:
-                os.umask(old)
+            server = await asyncio.start_unix_server(self.handle, sock=_bind_unix(where.path), backlog=BACKLOG)
         else:
             if self._token is None:
                 raise RunnerConfigError(

@@ -64,13 +64,14 @@ class BotProcess:
                 start_new_session=True,
             )
 
-    async def wait_polling(self, timeout: float = 60) -> None:
-        """Wait until this start of the bot says it polls; raise if it exits or takes longer than ``timeout``."""
+    async def wait_polling(self, timeout: float = 60, says: bytes = b"coursebot is polling") -> None:
+        """Wait until this start of the bot says it polls (or ``says`` something else: that it receives updates by
+        webhook); raise if it exits or takes longer than ``timeout``."""
         deadline = time.monotonic() + timeout
         while True:
             with self.log_path.open("rb") as log:
                 log.seek(self._log_offset)
-                if b"coursebot is polling" in log.read():
+                if says in log.read():
                     return
             if not self.running:
                 raise RuntimeError(f"the bot exited before it polled; see {self.log_path}")

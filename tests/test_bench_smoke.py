@@ -199,6 +199,37 @@ def test_the_disk_benchmark_measures_a_neighbour_quiet_and_beside_a_flooding_job
     assert isinstance(result["targets_met"], bool)  # reported, not asserted: timing belongs to the bench
 
 
+def test_the_bot_benchmark_profiles_by_stage_and_tabulates_learner_counts_against_a_baseline():
+    # The checkout is its own baseline here: what is checked is that each part runs and reports, not a ratio.
+    result = bench(
+        "bot", "--quick", "--only", "coursebot", "--profile", "--scale", "4,8", "--baseline", str(ROOT), timeout=300,
+    )  # fmt: skip
+    assert [row["learners"] for row in result["scale"]] == [4, 8]
+    for row in result["scale"]:
+        for key in ("cpu_ms_per_update", "baseline_cpu_ms_per_update", "cpu_over_baseline", "updates_per_s"):
+            assert positive(row[key]), (key, row)
+        assert row["p50_ms"] <= row["p99_ms"]
+    stages = result["cpu_ms_per_update_by_stage"]
+    for stage in ("ptb", "http", "handlers", "event_loop"):
+        assert positive(stages[stage]), (stage, stages)
+    assert stages["sqlite_thread"] >= 0
+    profile = result["details"]["coursebot"]["profile"]
+    assert sum(profile["share"].values()) == pytest.approx(1, abs=0.01)
+    assert profile["top_functions"] and all(positive(f["own_s"]) for f in profile["top_functions"])
+    assert result["errors"] == 0, result["details"]
+
+
+def test_the_database_size_benchmark_measures_learners_who_took_the_whole_course():
+    result = bench("dbsize", "--quick", timeout=300)
+    assert result["learners"] == 2
+    assert positive(result["bytes_per_learner"]) and positive(result["bytes_per_learner_vacuumed"])
+    tables = result["tables"]
+    for table in ("learners", "lesson_progress", "events", "inbox"):
+        assert positive(tables[table]["rows_per_learner"]), (table, tables)
+        assert positive(tables[table]["bytes_per_learner"]), (table, tables)
+    assert positive(result["updates_per_learner"])
+
+
 def test_flows_benchmark_counts_reads_and_writes_per_update_before_and_after():
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "flows.py"), "--quick", "--no-cpu"],
@@ -217,6 +248,31 @@ def test_flows_benchmark_counts_reads_and_writes_per_update_before_and_after():
             assert figures["inbox_writes"] >= 1, (tree, kind, figures)  # the inbox is counted apart, not dropped
     assert set(result["ratios"]) >= {"slide", "drill"}
     assert set(result["met"]) == {"slide", "drill"}
+
+
+def test_the_webhook_benchmark_compares_polling_and_webhook_in_one_run():
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "webhook.py"), "--quick", "--learners", "6", "--seconds", "1"],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    for mode in ("polling", "webhook"):
+        figures = result[mode]
+        assert figures["updates_per_s"] > 0 and 0 < figures["p50_ms"] <= figures["p99_ms"], (mode, figures)
+    assert math.isclose(
+        result["webhook_over_polling_updates_ratio"],
+        result["webhook"]["updates_per_s"] / result["polling"]["updates_per_s"],
+        rel_tol=0.01,
+    )
+    assert result["errors"] == 0, result["details"]
+    # The webhook run really was one, and the polling run was not.
+    assert result["details"]["webhook"]["webhook_delivered"] > 0
+    assert result["details"]["polling"]["webhook_delivered"] == 0
 
 
 @pytest.mark.skipif(haproxy_binary() is None, reason="haproxy is not installed (.ci/run installs it)")

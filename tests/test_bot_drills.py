@@ -265,6 +265,8 @@ async def test_a_lesson_is_done_only_once_its_drills_are_solved(bot, standin):
     assert "3. Reading and zeroing .grad — Quick Check and drills to finish" in menu["text"]
     report = await send_and_wait(ada, "/progress")
     assert "0 of 4 lessons done." in report["text"] and "0 of 12 drills solved." in report["text"]
+    # The score counts the questions met: a perfect Quick Check is 3 of 3, not 3 of 12 (25%) (issue 20).
+    assert "Quick Check score: 3 of 3 questions correct (100%)." in report["text"], report["text"]
     # Continue leads back to the last slide, which offers the drills.
     resumed = await tap_and_wait_edit(ada, menu, "Continue")
     assert position(resumed) == (len(LESSON.slides), len(LESSON.slides))

@@ -4,6 +4,7 @@ The bot talks to the real runner (embedded: a separate process, the real sandbox
 
 from __future__ import annotations
 
+import re
 import shutil
 import sqlite3
 from dataclasses import replace
@@ -67,6 +68,14 @@ async def test_every_exercise_fails_with_its_specific_message_then_passes(practi
             timeout=30,
         )
         assert "All checks passed" in passed["text"], passed["text"]
+        # The way on, said and offered (issue 20): the next lesson, or the end of the course.
+        following = COURSE.next_lesson(lesson)
+        if following is not None:
+            assert f"Next: lesson {COURSE.lessons.index(following) + 1}, {following.title}." in passed["text"]
+            assert any(t.startswith("Next lesson") for t in button_texts(passed))
+        else:
+            assert "That was the course's last practice. /progress shows all you have done." in passed["text"]
+        assert "☰ Lessons" in button_texts(passed)
     assert await practising_bot.db.exercises_passed(5001) == {lesson.id for lesson in COURSE.lessons}
     report = await send_and_wait(ada, "/progress")
     assert "4 of 4 exercises passed" in report["text"]
@@ -152,6 +161,15 @@ _W = (
     "import torch\nw = torch.randint(1, 100, (3,)).float()\nw.requires_grad_()\n"
     "loss = ((w - 3) ** 2).sum()\nloss.backward()\n"
 )
+# Lesson 3's training loop, its body left to each wrong submission (issue 20: the values tell the mistake).
+_LOOP = (
+    "import torch\nx = torch.rand(3) * 3 + 2\ny = 2 * x\nw = torch.zeros(1).requires_grad_()\n"
+    "opt = torch.optim.SGD([w], lr=0.02)\nlosses = []\nfor step in range(5):\n"
+)
+_LOSS = "    loss = ((w * x - y) ** 2).mean()\n"
+NO_ZERO_GRAD = _LOOP + _LOSS + "    loss.backward()\n    opt.step()\n    losses.append(loss.item())\n"
+_STEP_FIRST = "    opt.step()\n    loss.backward()\n    losses.append(loss.item())\n"
+STEP_FIRST = _LOOP + "    opt.zero_grad()\n" + _LOSS + _STEP_FIRST
 # (mistake id, lesson, a wrong submission that makes it, the expression the message names)
 WRONG = [
     ("no-gradient", "backward", _X + "first = None\n", "x.grad"),
@@ -163,6 +181,10 @@ WRONG = [
         "x.grad",
     ),
     ("graph-freed", "backward", _X + "y.backward(gradient=v)\nfirst = x.grad.clone()\ny.backward(gradient=v)\n", ""),
+    ("stale-gradient", "grad", NO_ZERO_GRAD, ""),
+    ("no-step", "grad", STEP_FIRST, "losses"),
+    # A slide's code copied without its import: the error names the fix.
+    ("missing-import", "grad", "w = torch.zeros(1)\n", ""),
     ("leaf-in-place", "no-grad", _W + "w -= 0.1 * w.grad\npred = w * 2\n", ""),
     ("still-tracked", "no-grad", _W + "with torch.no_grad():\n    w -= 0.1 * w.grad\npred = w * 2\n", "pred"),
 ]
@@ -172,7 +194,8 @@ def _as_sent(language: str, mistake_id: str, expr: str) -> str:
     """The mistake's line as the learner's Telegram shows it (markup gone, right-to-left isolates kept)."""
     mistake = next(m for m in mistakes.MISTAKES if m.id == mistake_id)
     with I18N.use(language):
-        return visible_text(lessontext.to_html(mistake.explain(mistakes.Evidence(expr=expr, ratio=2))))
+        evidence = mistakes.Evidence(expr=expr, ratio=2, stderr="NameError: name 'torch' is not defined")
+        return visible_text(lessontext.to_html(mistake.explain(evidence)))
 
 
 async def test_a_failed_attempt_names_the_likely_autograd_mistake_in_every_language(practising_bot, standin):
@@ -191,6 +214,8 @@ async def test_a_failed_attempt_names_the_likely_autograd_mistake_in_every_langu
             said = _as_sent(language, mistake_id, expr)
             assert "🔎 " + said in verdict["text"], (language, mistake_id, verdict["text"])
             assert verdict["text"].count("🔎") == 1, (language, verdict["text"])
+            if language != "en":  # and it is said in the learner's language, not in English
+                assert _as_sent("en", mistake_id, expr) not in verdict["text"], (language, mistake_id)
         assert await practising_bot.db.exercises_passed(learner.user_id) == set()
 
 
@@ -258,3 +283,51 @@ async def test_each_graded_run_is_a_learning_event_with_its_verdict_and_first_fa
     )
     assert [r[:4] for r in runs] == [("en", lesson.id, "exercise", "failed"), ("en", lesson.id, "exercise", "passed")]
     assert runs[0][4] in {check.id for check in lesson.exercise.checks} and runs[1][4] is None
+
+
+async def test_forgetting_zero_grad_is_diagnosed_from_the_losses_in_rounded_numbers_and_hint_1_speaks_of_it(
+    practising_bot, standin
+):
+    # Lesson 3's own mistake (issue 20): order right, zero_grad() left out. The losses fall, then climb back.
+    ada = standin.learner(user_id=5300)
+    lesson = COURSE.lesson("grad")
+    exercise = lesson.exercise
+    await _open_practice(ada, standin, lesson)
+    verdict = await send_and_wait(ada, NO_ZERO_GRAD, lambda m: "reply_markup" in m, timeout=30)
+    text = verdict["text"]
+    assert "The losses fall, then climb back up" in text and "opt.zero_grad()" in text, text
+    # The values, rounded to at most 4 significant digits, whole; the check's rule is not restated.
+    assert "losses is [" in text and "…" not in text, text
+    numbers = re.findall(r"\d+\.\d*", text)
+    assert numbers and all(len(n.replace(".", "").lstrip("0")) <= 4 for n in numbers), numbers
+    rule = exercise.checks[0].fail.split("{expected}")[1]
+    assert rule.replace("`", "")[:30] not in text, text
+    # Hint 1 of 3 is the one about clearing, not the one about the order, which was right.
+    since = ada.cursor()
+    await ada.tap(verdict, "💡 Hint")
+    hint = await ada.wait_message(since=since)
+    assert "Hint 1 of 3" in hint["text"] and exercise.hints[1].replace("`", "")[:40] in hint["text"], hint["text"]
+    since = ada.cursor()
+    await ada.tap(hint, "💡 Hint")
+    second = await ada.wait_message(since=since)
+    assert "Hint 2 of 3" in second["text"] and exercise.hints[0].replace("`", "")[:40] in second["text"]
+
+
+async def test_the_starter_shows_both_the_step_before_backward_and_the_stale_gradient(practising_bot, standin):
+    ada = standin.learner(user_id=5301)
+    lesson = COURSE.lesson("grad")
+    await _open_practice(ada, standin, lesson)
+    verdict = await send_and_wait(ada, lesson.exercise.starter, lambda m: "reply_markup" in m, timeout=30)
+    assert "The first two losses are equal" in verdict["text"], verdict["text"]
+    assert "climb back up" in verdict["text"], verdict["text"]
+    # Hint 1 speaks of the order, which was wrong here.
+    since = ada.cursor()
+    await ada.tap(verdict, "💡 Hint")
+    hint = await ada.wait_message(since=since)
+    assert lesson.exercise.hints[0].replace("`", "")[:40] in hint["text"], hint["text"]
+
+
+async def test_run_of_a_slides_code_without_its_import_names_the_import(practising_bot, standin):
+    ada = standin.learner(user_id=5302)
+    out = await send_and_wait(ada, "/run w = torch.zeros(2)\nprint(w)", timeout=30)
+    assert "NameError" in out["text"] and "Start your code with import torch" in out["text"], out["text"]

@@ -195,6 +195,14 @@ def test_max_bytes_is_telegrams_limit():
     assert callbacks.MAX_BYTES == 64
 
 
+def test_a_hint_button_sent_before_hints_knew_mistakes_still_works():
+    # "h:grad" was packed before ShowHint had a mistake: the field it lacks takes its default (issue 20).
+    from bot.callbacks import ShowHint
+
+    assert CallbackData.unpack("h:grad") == ShowHint("grad", "none")
+    assert CallbackData.unpack(ShowHint("grad", "stale-gradient").pack()) == ShowHint("grad", "stale-gradient")
+
+
 def test_an_enum_field_travels_as_its_value_and_a_value_it_does_not_have_is_refused():
     assert DrillTap("grad", "step-order", Move.UNDO, 0, 4).pack() == "dm:grad:step-order:u:0:4"
     assert CallbackData.unpack("dm:grad:step-order:u:0:4") == DrillTap("grad", "step-order", Move.UNDO, 0, 4)

@@ -18,6 +18,13 @@ def test_wide_characters_take_two_columns():
     assert phone_width.wide_lines("a" * 36 + "\n" + "b" * 37 + "\n# " + "勾" * 18) == [(2, 37), (3, 38)]
 
 
+def test_a_short_block_is_held_to_35_columns_as_telegram_for_android_sets_it_bigger():
+    # Up to 80 characters, Android's code font is 14 dp: 35 columns at 390 dp (issue 20), not 36.
+    assert phone_width.wide_lines("a" * 35 + "\nb = 1") == []
+    assert phone_width.wide_lines("a" * 36 + "\nb = 1") == [(1, 36)]
+    assert phone_width.wide_lines("a" * 36 + "\n" + "c" * 50) == [(2, 50)]  # 87 characters: 36 columns
+
+
 def test_a_wide_line_is_warned_about_at_its_line_in_english_and_in_a_translation_with_its_own_code(tmp_path):
     lessons = tmp_path / "lessons"
     shutil.copytree(ROOT / "lessons" / "en", lessons / "en")

@@ -152,9 +152,10 @@ def test_a_distractor_makes_the_order_wrong_without_running():
 
 
 def test_an_order_that_is_not_python_is_wrong_and_names_the_line():
-    verdict = drills.precheck(LOOP, (2, 0, 1))
+    split = ParsonsDrill("split", "p", ("x = [1,", "     2]"), (), "", LOOP.checks, "e")
+    verdict = drills.precheck(split, (1, 0))
     assert verdict is not None and verdict.reason is Reason.NOT_PYTHON and not verdict.right
-    assert verdict.detail.endswith("total += i"), verdict.detail
+    assert verdict.detail.endswith(": 2]"), verdict.detail
 
 
 def test_a_block_left_empty_names_its_opener_not_the_line_after_it_and_no_setup_line_number():
@@ -162,13 +163,17 @@ def test_a_block_left_empty_names_its_opener_not_the_line_after_it_and_no_setup_
     lines = ("x = 1", "with open('f') as f:", "    y = 2", "z = 3")
     block = ParsonsDrill("block", "p", lines, (), "import os\nimport io", LOOP.checks, "e")
     verdict = drills.precheck(block, (0, 1, 3, 2))
-    assert verdict == Verdict(
-        False, Reason.NOT_PYTHON, "expected an indented block after 'with' statement: with open('f') as f:"
-    )
-    last = drills.precheck(LOOP, (0, 2, 1))  # the opener last: nothing follows it
-    assert last == Verdict(False, Reason.NOT_PYTHON, "unexpected indent: total += i")
+    assert verdict == Verdict(False, Reason.EMPTY_BLOCK, "with open('f') as f:")
+
+
+def test_an_indented_line_under_no_opener_names_the_opener_it_belongs_under_even_one_placed_below_it():
+    # Python blames the indented line; the line to move is its opener, placed after it (issue 20).
+    lines = ("x = 1", "with open('f') as f:", "    y = 2", "z = 3")
+    block = ParsonsDrill("block", "p", lines, (), "import os\nimport io", LOOP.checks, "e")
     opener_last = drills.precheck(block, (0, 3, 2, 1))
-    assert opener_last is not None and opener_last.detail == "unexpected indent: y = 2"
+    assert opener_last == Verdict(False, Reason.STRAY_INDENT, "y = 2", opener="with open('f') as f:")
+    last = drills.precheck(LOOP, (0, 2, 1))  # the opener last: nothing follows it
+    assert last == Verdict(False, Reason.STRAY_INDENT, "total += i", opener=LOOP.lines[1].strip())
 
 
 def test_another_order_that_compiles_must_be_run():

@@ -41,7 +41,7 @@ WRONG = {
     ("backward", "loss-to-grads"): [((0, 1, 2, 4, 3), Reason.RAISES, None), ((2, 0, 1, 3, 4), Reason.RAISES, None)],
     ("grad", "step-order"): [
         ((0, 2, 3, 4, 1, 5), Reason.CHECKS, "w-after"),
-        ((1, 0, 2, 3, 4, 5), Reason.NOT_PYTHON, None),
+        ((1, 0, 2, 3, 4, 5), Reason.STRAY_INDENT, None),  # the loop's body before its `for`
     ],
     ("no-grad", "hand-update"): [
         ((0, 1, 2, 5, 4), Reason.DISTRACTOR, None),

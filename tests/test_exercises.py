@@ -259,5 +259,18 @@ def test_lesson_3_asks_for_a_training_step_that_uses_its_own_gradient_and_never_
         assert "grad.zero_()" not in hint or "None" in hint, hint
 
 
+def test_every_hint_named_for_a_mistake_names_one_the_bot_can_find():
+    # hints_for (lessons/FORMAT.md) orders a learner's hints by the mistake their run shows (issue 20).
+    from bot import mistakes
+
+    known = {m.id for m in mistakes.MISTAKES}
+    named = [(lesson.id, made) for lesson in COURSE.lessons for made, _n in lesson.exercise.hints_for]
+    assert named and all(made in known for _lesson, made in named), named
+    grad = COURSE.lesson("grad").exercise
+    # Lesson 3: a learner who forgot zero_grad() reads first of clearing, not of the order they had right.
+    assert grad.hint_order("stale-gradient") == (1, 0, 2) and grad.hint_order(None) == (0, 1, 2)
+    assert "clears" in grad.hints[grad.hint_order("stale-gradient")[0]]
+
+
 def test_grading_never_imports_torch_here():
     assert "torch" not in sys.modules

@@ -187,8 +187,28 @@ async def test_a_runner_only_container_is_healthy_by_the_images_own_check_and_lo
         said = _json_lines(logs + errors)
         assert [line["message"] for line in said] == ["READY"], said
         assert said[0]["ready"]["addresses"] == ["unix:///run/coursebot/runner.sock"]
+        # Per-slot uids (runner/uids.py): the runner stayed root, with four capabilities and no others.
+        assert said[0]["ready"]["job_uids"][0] > said[0]["ready"]["sandbox_uid"], said
+        _, status, _ = await docker("docker", "exec", name, "grep", "-E", "^(Uid|CapBnd|NoNewPrivs):", "/proc/1/status")
+        fields = {line.split(":")[0]: line.split()[1] for line in status.splitlines()}
+        # CAP_KILL (5), CAP_SETGID (6), CAP_SETUID (7), CAP_SYS_ADMIN (21)
+        assert fields == {"Uid": "0", "CapBnd": f"{1 << 5 | 1 << 6 | 1 << 7 | 1 << 21:016x}", "NoNewPrivs": "1"}, status
+        # The bot's health check, as the image's user, reaches the socket: it is that user's alone.
+        _, listing, _ = await docker(
+            "docker", "exec", "--user", "coursebot", name, "stat", "-c", "%U %a %F", "/run/coursebot/runner.sock"
+        )  # fmt: skip
+        assert listing.strip() == "coursebot 600 socket", listing
     finally:
         await docker("docker", "rm", "-f", "-v", name)
+
+
+async def test_a_runner_only_container_without_kill_stops_in_one_line_naming_it(volume):
+    flags = sandbox_flags()
+    at = flags.index("KILL")
+    line = _one_line(
+        *await run_once(*flags[: at - 1], *flags[at + 1 :], image(), "python", "-m", "runner", "serve")
+    )  # fmt: skip
+    assert line.startswith("coursebot: ") and "--cap-add KILL" in line, line
 
 
 async def test_the_docker_backend_without_the_sockets_group_stops_in_one_line_naming_it(volume):

@@ -313,16 +313,18 @@ def test_nonces_are_unique_and_the_length_extraction_reads():
         (T(8.0), "tensor(8.)"),
         (T(-4.0), "tensor(-4.)"),
         (T([4.0, 8.0]), "tensor([4., 8.])"),
-        (T([0.5, 1.25]), "tensor([0.5000, 1.2500])"),
+        (T([0.5, 1.25]), "tensor([0.5, 1.25])"),
+        (T([1.0 / 3, 2.718281828]), "tensor([0.3333, 2.718])"),  # at most 4 significant digits (issue 20)
         (T([[1.0, 2.0], [3.0, 4.0]], shape=[2, 2]), "tensor([[1., 2.], [3., 4.]])"),
         (T(2.0, requires_grad=True), "tensor(2., requires_grad=True)"),
         (T(6.0, requires_grad=True, is_leaf=False, grad_fn="MulBackward0"), "tensor(6., grad_fn=<MulBackward0>)"),
         (T([1, 2], dtype="int64"), "tensor([1, 2])"),
         (T(3, dtype="int32"), "tensor(3, dtype=torch.int32)"),
-        (T(1.5, dtype="float64"), "tensor(1.5000, dtype=torch.float64)"),
+        (T(1.5, dtype="float64"), "tensor(1.5, dtype=torch.float64)"),
         (T(float("nan")), "tensor(nan)"),
         (T(None, shape=[200, 200]), "tensor(size=[200, 200])"),
         (L(f(4), f(8)), "[4.0, 8.0]"),
+        (L(f(47.409698486328125), f(0.0004515525361057371)), "[47.41, 0.0004516]"),
         (["none"], "None"),
         (["bool", False], "False"),
         (["str", "hi"], "'hi'"),
@@ -447,3 +449,16 @@ def test_same_wants_the_place_in_the_graph_too():
     assert not passed and outcomes[0].params["lost_requires_grad"] is True
     close = G.ExerciseChecks((G.Check("y", "y", kind="close"),), reference="y = 1")
     assert G.verify(close, "ok", report("N", y=plain), "N", ref)[1]  # close: the numbers alone, as before
+
+
+def test_a_long_list_is_cut_at_a_whole_number_and_values_that_round_alike_get_more_digits():
+    # Issue 20: no 17-digit floats cut mid-number; rounding never makes a wrong value look right.
+    check = G.Check(id="c", expr="x", kind="close", expect=[0.1] * 40)
+    got = G.parse_value(["list", [["float", 0.123456789123] for _ in range(40)]])
+    passed, _, params = G.compare(check, got, [0.1] * 40)
+    assert not passed and len(params["got"]) <= G.SHOWN and params["got"].endswith(", …]"), params["got"]
+    assert all(item in ("…", "0.1235") for item in params["got"][1:-1].split(", ")), params["got"]
+    assert params["got_numbers"] == [0.123456789123] * 40
+    close = G.Check(id="c", expr="x", kind="close", expect=2.0, rtol=0, atol=0)
+    passed, _, params = G.compare(close, G.parse_value(["float", 2.00001]), 2.0)
+    assert not passed and params["got"] == "2.00001" and params["expected"] == "2.0", params

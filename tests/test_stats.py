@@ -237,10 +237,13 @@ def test_stats_prints_each_lesson_and_writes_a_self_contained_page(events_db, tm
     assert out.startswith("PyTorch autograd: where learners struggle (lessons requires-grad; all time; every language)")
     assert "  2 started, 1 finished (50%)" in out
     assert f"   3 {SLIDES[2]:<30}        2        1  50%      10 s  <- most stop here\n" in out
+    # One learner answered: a count says "learner", never "1 learners" (issue 20).
+    assert "right on the first try (1 learner)\n" in out and "1 learners" not in out
     assert out.endswith(f"wrote the report as a page to {page}\n")
     document = page.read_text(encoding="utf-8")
     assert document.count('<svg class="funnel"') == 1 and document.count('class="option ') == 12
     assert "http" not in document and "<script" not in document and "src=" not in document
+    assert "of 1 learner. " in document and "1 learners" not in document
 
 
 def test_stats_escapes_course_text_in_the_page():

@@ -103,6 +103,14 @@ class Exercise:
     solution: str
     fallback: bool = False
     source: Source = field(default=_NOWHERE, compare=False)
+    # The hint (1-based) that speaks to a mistake (bot.mistakes' id): shown first to a learner who made it.
+    hints_for: tuple[tuple[str, int], ...] = ()
+
+    def hint_order(self, mistake: str | None) -> tuple[int, ...]:
+        """Return the hints' positions (0-based) in the order shown: the one about ``mistake`` first, if any."""
+        first = next((number - 1 for made, number in self.hints_for if made == mistake), None)
+        rest = tuple(i for i in range(len(self.hints)) if i != first)
+        return rest if first is None else (first, *rest)
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,7 @@ def _read_exercise(file: ContentFile, node: LinedMap) -> Exercise | None:
         node,
         where,
         {"title": str, "instructions": str, "starter": str, "hints": list, "checks": list, "solution": str},
-        {},
+        {"hints_for": dict},
     )
     if values is None:
         return None
@@ -145,6 +145,7 @@ def _read_exercise(file: ContentFile, node: LinedMap) -> Exercise | None:
     checks = read_checks(file, node, where)
     if hints is None or checks is None:
         return None
+    hints_for = _hints_for(file, node, values.get("hints_for") or {}, len(hints))
     return Exercise(
         title=values["title"],
         instructions=values["instructions"],
@@ -152,8 +153,27 @@ def _read_exercise(file: ContentFile, node: LinedMap) -> Exercise | None:
         hints=hints,
         checks=checks,
         solution=_required_code(values["solution"]),
+        hints_for=hints_for,
         source=file.source(node.line),
     )
+
+
+_MISTAKE_ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+
+
+def _hints_for(file: ContentFile, node: LinedMap, given: dict[Any, Any], count: int) -> tuple[tuple[str, int], ...]:
+    """Read ``hints_for``: which hint (1-based) to show first to a learner whose run shows a mistake (by its id)."""
+    pairs = []
+    for mistake, written in given.items():
+        # The lesson files' YAML reads every value as text.
+        number = int(written) if isinstance(written, str) and written.isdigit() else written
+        if not isinstance(mistake, str) or not _MISTAKE_ID.fullmatch(mistake):
+            file.problem(node.key_lines["hints_for"], f"exercise: hints_for: {mistake!r} is not a mistake id")
+        elif type(number) is not int or not 1 <= number <= count:
+            file.problem(node.key_lines["hints_for"], f"exercise: hints_for: {mistake}: name a hint from 1 to {count}")
+        else:
+            pairs.append((mistake, number))
+    return tuple(pairs)
 
 
 def _count(file: ContentFile, data: LinedMap, key: str, n: int, bounds: tuple[int, int], what: str) -> None:

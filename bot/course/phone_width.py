@@ -22,6 +22,14 @@ from bot.errors import Problem
 # The evidence for the number (Telegram's clients, the web chat) is in the module docstring.
 # Columns of monospace text a typical phone (about 390 points wide) shows in a code block before wrapping.
 CODE_LINE_MAX = 36
+# Telegram for Android sets a short block (SHORT_BLOCK characters at most) in a bigger font: 35 columns.
+SHORT_BLOCK = 80
+SHORT_LINE_MAX = 35
+
+
+def line_max(code: str) -> int:
+    """Return the columns a phone shows of ``code``'s lines: fewer in a short block, set in a bigger font."""
+    return SHORT_LINE_MAX if len(code) <= SHORT_BLOCK else CODE_LINE_MAX
 
 
 def display_width(line: str) -> int:
@@ -30,11 +38,12 @@ def display_width(line: str) -> int:
 
 
 def wide_lines(code: str) -> list[tuple[int, int]]:
-    """Return (line number, width) of each line of ``code`` wider than CODE_LINE_MAX columns."""
+    """Return (line number, width) of each line of ``code`` wider than a phone shows (``line_max``)."""
+    limit = line_max(code)
     return [
         (number, width)
         for number, line in enumerate(code.splitlines(), start=1)
-        if (width := display_width(line)) > CODE_LINE_MAX
+        if (width := display_width(line)) > limit
     ]
 
 
@@ -63,7 +72,7 @@ def warnings(content: Content) -> list[Problem]:
                         Problem(
                             source.path,
                             source.line if first is None else first + number - 1,
-                            f"{what}: code line {number} is {width} columns wide; a phone shows {CODE_LINE_MAX} "
+                            f"{what}: code line {number} is {width} columns wide; a phone shows {line_max(code)} "
                             "before it wraps it",
                         )
                     )

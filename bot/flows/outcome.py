@@ -20,11 +20,15 @@ class Where(Enum):
 
 @dataclass(frozen=True)
 class Show:
-    """One screen to show; ``reader``: the message showing it becomes the one edited in place, showing that."""
+    """One screen to show; ``reader``: the message showing it becomes the one edited in place, showing that;
+    ``supersedes``: see below."""
 
     screen: Screen
     where: Where = Where.TAPPED
     reader: ReaderView | None = None
+    # A new message that supersedes the last one shown with ``supersedes``: that one's buttons are taken off, so
+    # old practice buttons (Hint, Leave) do not pile up.
+    supersedes: bool = False
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from bot import logs
 from bot.callbacks import CallbackData, CallbackDataError
 from bot.changes import Change, Event, ReaderAt
 from bot.context import CourseContext, stored_learner
-from bot.flows.outcome import Outcome, Where, button_refused
+from bot.flows.outcome import Outcome, Show, Where, button_refused
 from bot.i18n import current_language
 from bot.render import Screen
 from bot.snapshot import Snapshot
@@ -111,6 +111,21 @@ async def send(context: CourseContext, chat_id: int, screen: Screen) -> Message:
         reply_markup=screen.buttons,
         link_preview_options=NO_PREVIEW,
     )
+
+
+async def retire_keyboard(context: CourseContext, chat_id: int, message_id: int) -> None:
+    """Take the buttons off a message that a newer screen supersedes.
+
+    Telegram refuses an edit that changes nothing ("message is not modified": it has no buttons already) and one
+    of a message gone or too old to edit: each leaves the old buttons where they are, which is harmless.
+    """
+    try:
+        await context.bot.edit_message_reply_markup(chat_id=chat_id, message_id=message_id, reply_markup=None)
+    except BadRequest as exc:
+        reason = exc.message.lower()
+        if not any(r in reason for r in ("message is not modified", "message to edit not found", "can't be edited")):
+            raise
+        log.debug("buttons of message %s in chat %s stay (%s)", message_id, chat_id, reason)
 
 
 async def reply(update: Update, context: CourseContext, screen: Screen) -> Message:
@@ -220,8 +235,19 @@ async def _show_screens(update: Update, context: CourseContext, outcome: Outcome
         if screen.where is Where.TAPPED:
             shown.append(await show_in_tapped(update, context, screen.screen))
         else:
-            shown.append((await send(context, context.learner.chat_id, screen.screen)).message_id)
+            shown.append(await send_shown(context, context.learner.chat_id, screen))
     return tuple(shown)
+
+
+async def send_shown(context: CourseContext, chat_id: int, shown: Show) -> int:
+    """Send a screen as a new message; one that supersedes takes the buttons off the last such screen first."""
+    services, user_id = context.services, context.learner.user_id
+    if shown.supersedes and (previous := services.superseded_keyboards.pop(user_id, None)) is not None:
+        await retire_keyboard(context, chat_id, previous)
+    sent = await send(context, chat_id, shown.screen)
+    if shown.supersedes and shown.screen.buttons is not None:
+        services.superseded_keyboards[user_id] = sent.message_id
+    return sent.message_id
 
 
 async def store(context: CourseContext, changes: Sequence[Change], events: Sequence[Event] = ()) -> bool:

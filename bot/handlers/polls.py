@@ -120,7 +120,9 @@ async def resume(update: Update, context: CourseContext, lesson: Lesson, *, aske
         return None
     if learner.quiz_poll_id is not None:
         await _withdraw(context, learner.quiz_poll_id)
-    intro = await show_in_tapped(update, context, render.quiz_intro(lesson, len(queue), retake=False))
+    # Fewer than the lesson asks: part of the round is answered (or it is a retake), and the rest is "left".
+    resumed = len(queue) < len(lesson.quiz)
+    intro = await show_in_tapped(update, context, render.quiz_intro(lesson, len(queue), retake=False, resumed=resumed))
     await store(context, (ReaderAt(intro, ReaderView.QUIZ),))
     await ask_or_say_why_not(context, lesson, queue, learner.quiz_seed, intro)
     return None

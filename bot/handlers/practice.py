@@ -17,7 +17,7 @@ from bot.course import runner_checks
 from bot.course.model import Exercise, Lesson
 from bot.flows import practice as flow
 from bot.flows.outcome import lesson_gone
-from bot.handlers.common import carry_out, for_learner, reply, send, store
+from bot.handlers.common import carry_out, for_learner, reply, send, send_shown, store
 from bot.handlers.router import Router
 from bot.i18n import _
 from bot.learner import Learner
@@ -42,7 +42,8 @@ async def start_practice(update: Update, context: CourseContext, data: StartPrac
 @router.button(ShowHint)
 async def show_hint(update: Update, context: CourseContext, data: ShowHint) -> str | None:
     """Show the next hint, up to the exercise's last."""
-    outcome = flow.hint(context.course, context.learner, data.lesson)
+    passed = data.lesson in await context.services.db.exercises_passed(context.learner.user_id)
+    outcome = flow.hint(context.course, context.learner, data.lesson, data.mistake, passed=passed)
     await carry_out(update, context, outcome, feature="practice")
     return outcome.toast
 
@@ -71,10 +72,17 @@ async def code_message(update: Update, context: CourseContext) -> None:
     """Take a message as code: an answer to the exercise under way, or a fenced block to run."""
     text = (update.effective_message.text if update.effective_message else None) or ""
     lesson = flow.under_way(context.course, context.learner, context.learner.practice_lesson_id, PracticeStep.ANSWER)
+    if lesson is not None and feedback.reads_as_prose(text):
+        # A question to the bot, not an answer: not run, not counted; Hint and Leave are the ways on.
+        await carry_out(update, context, flow.prose(context.course, context.learner, lesson), feature="practice")
+        return
     if lesson is not None:
         await _start_run(update, context, feedback.fenced_code(text) or text, lesson)
         return
     code = feedback.fenced_code(text)
+    if code is None and feedback.looks_like_code(text):
+        await reply(update, context, render.code_outside_practice())
+        return
     if code is None:
         await reply(
             update,
@@ -152,7 +160,8 @@ async def _run(context: CourseContext, runner: Runner, learner: Learner, code: s
         services.metrics.job_seconds.observe(time.monotonic() - started)
         status = feedback.status_line(result, runner.info.limits)
         if lesson is None or exercise is None:
-            await send(context, learner.chat_id, render.run_output(feedback.output_block(result), status))
+            advice = feedback.run_advice(result)
+            await send(context, learner.chat_id, render.run_output(feedback.output_block(result), status, advice))
             return
         await _verdict(context, learner, lesson, exercise, result, status)
     finally:
@@ -173,7 +182,7 @@ async def _verdict(
     await store(context, outcome.changes, outcome.events)
     faults.reached("run:stored")
     for shown in outcome.screens:
-        await send(context, learner.chat_id, shown.screen)
+        await send_shown(context, learner.chat_id, shown)
     faults.reached("run:sent")
 
 

@@ -4,9 +4,10 @@ It serves the Bot API methods the bot uses over real HTTP on loopback, with Tele
 rules (4096-character texts, HTML entities, 64-byte callback_data, poll limits, "message
 is not modified"), and the other side of a chat (what a user does in the app) for the
 web chat. Modules: server (HTTP), methods (the methods and the users' side), updates
-(getUpdates), text (formatted text), refusals (calls refused as Telegram refuses them),
-params (request decoding), chats (per-chat state), files (photos and documents the bot
-sent, by file_id, and getFile's paths), store (history across restarts), errors.
+(getUpdates), webhooks (setWebhook's delivery, as Telegram's WebhookActor), text (formatted
+text), refusals (calls refused as Telegram refuses them), params (request decoding), chats
+(per-chat state), files (photos and documents the bot sent, by file_id, and getFile's
+paths), store (history across restarts), errors.
 Telegram's rules themselves (limits, the HTML parser, lengths) are bot.telegram_rules:
 the bot needs them too, and never imports this server.
 """
@@ -15,5 +16,6 @@ from .errors import ApiError
 from .methods import BotApi
 from .server import BotApiServer
 from .store import StateStore
+from .webhooks import SECRET_HEADER, WebhookTiming
 
-__all__ = ["ApiError", "BotApi", "BotApiServer", "StateStore"]
+__all__ = ["SECRET_HEADER", "ApiError", "BotApi", "BotApiServer", "StateStore", "WebhookTiming"]

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.telegram_rules import limits
+from bot.telegram_rules.limits import DEFAULT_UPDATE_TYPES
 from bot.telegram_rules.units import utf16_len
 
-from . import refusals
+from . import refusals, webhooks
 from .chats import ChatState
 from .errors import ApiError, bad_request, forbidden
 from .files import Files, StoredFile
@@ -102,6 +103,10 @@ class BotApi:
         self.privacy_mode = True  # groups: only commands and replies to the bot reach it
         self.poll_state_updates = True  # a vote also yields a `poll` update (bot's own polls)
         self.webhook_url = ""
+        # Webhook delivery (webhooks.WebhookDelivery) while a webhook is set; its durations scale with the timing.
+        self.webhook: webhooks.WebhookDelivery | None = None
+        self.webhook_timing = webhooks.WebhookTiming()
+        self.last_webhook_stats: webhooks.WebhookStats | None = None
         self.default_menu_button: Json = {"type": "commands"}
         # Who else sees a chat change: clients showing the chat (the web chat), by chat id.
         self.observers: dict[int, list[Callable[[ChatState, str, Json], None]]] = {}
@@ -295,29 +300,76 @@ class BotApi:
         return True
 
     @api_method("setWebhook")
-    def set_webhook(self, params: Json) -> bool:
+    async def set_webhook(self, params: Json) -> bool:
         url = string(params, "url") or ""
-        if url and not url.startswith("https://"):
-            raise bad_request("bad webhook: HTTPS url must be provided for webhook")
-        self.webhook_url = url
-        if flag(params, "drop_pending_updates"):
+        if not url:
+            await self.delete_webhook(params)  # an empty url deletes the webhook, as deleteWebhook does
+            return True
+        problem = webhooks.check_url(url)
+        secret = string(params, "secret_token") or ""
+        problem = problem or webhooks.check_secret(secret)
+        if problem:
+            raise bad_request(problem)
+        max_connections = integer(params, "max_connections", default=webhooks.DEFAULT_MAX_CONNECTIONS)
+        max_connections = min(max(max_connections or 1, 1), webhooks.MAX_CONNECTIONS)  # clamped, as Telegram does
+        if params.get("allowed_updates") is not None:
+            self.updates.set_allowed(params["allowed_updates"])
+        drop = flag(params, "drop_pending_updates")
+        current = self.webhook
+        if (
+            current is not None
+            and not drop
+            and (current.url, current.secret, current.max_connections) == (url, secret, max_connections)
+        ):
+            return True  # "Webhook is already set"
+        await self._stop_webhook()
+        if drop:
             self.updates.drop_pending()
+        self.webhook_url = url
+        self.webhook = webhooks.WebhookDelivery(
+            self.updates,
+            url,
+            secret=secret,
+            max_connections=max_connections,
+            timing=self.webhook_timing,
+            touch=self._touch,
+        )
+        self.webhook.start()
         return True
 
     @api_method("deleteWebhook")
-    def delete_webhook(self, params: Json) -> bool:
+    async def delete_webhook(self, params: Json) -> bool:
+        await self._stop_webhook()
         self.webhook_url = ""
         if flag(params, "drop_pending_updates"):
             self.updates.drop_pending()
         return True
 
+    async def _stop_webhook(self) -> None:
+        delivery, self.webhook = self.webhook, None
+        if delivery is not None:
+            self.last_webhook_stats = delivery.stats
+            await delivery.stop()
+
     @api_method("getWebhookInfo")
     def get_webhook_info(self, params: Json) -> Json:
-        return {
+        info: Json = {
             "url": self.webhook_url,
             "has_custom_certificate": False,
             "pending_update_count": self.updates.pending_count,
         }
+        delivery = self.webhook
+        if delivery is not None:
+            if delivery.stats.last_error_date:
+                info["last_error_date"] = delivery.stats.last_error_date
+                info["last_error_message"] = delivery.stats.last_error_message
+            info["max_connections"] = delivery.max_connections
+            host = webhooks.ip_literal(delivery.url)
+            if host:
+                info["ip_address"] = host  # Telegram's resolved address; a name is not resolved here
+        if self.updates.allowed != DEFAULT_UPDATE_TYPES:
+            info["allowed_updates"] = sorted(self.updates.allowed)
+        return info
 
     @api_method("getUpdates")
     async def get_updates(self, params: Json) -> list[Json]:

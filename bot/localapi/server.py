@@ -25,6 +25,7 @@ from .errors import ApiError
 from .methods import METHODS, BotApi
 from .params import read_params
 from .store import StateStore
+from .webhooks import WebhookTiming
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +48,11 @@ class BotApiServer(BotApi):
         port: int = 0,
         strict_html: bool = True,
         store: StateStore | None = None,
+        webhook_timing: WebhookTiming | None = None,
     ):
         super().__init__(token, bot_username, bot_first_name, strict_html)
+        if webhook_timing is not None:
+            self.webhook_timing = webhook_timing
         self.host = host
         self.port = port
         self.store = store
@@ -81,6 +85,7 @@ class BotApiServer(BotApi):
     async def stop(self) -> None:
         """Stop listening and save what is still unsaved; safe to call twice."""
         self.close_poll_timers()
+        await self._stop_webhook()
         self.updates.release()  # answer a waiting long poll so shutdown does not wait for it
         server, self._server = self._server, None
         if server is not None:

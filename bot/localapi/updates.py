@@ -12,12 +12,17 @@ Semantics follow Telegram:
   long poll connection is still half-open.
 
 Long polling is event driven: injecting an update resolves the waiting future at once.
+While a webhook is set, getUpdates is refused and ``webhooks.WebhookDelivery`` takes the updates instead
+(``load``, ``forget``), told of each new one through ``listener``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+import bisect
+import itertools
+import time
+from collections.abc import Callable, Container, Iterable
 from typing import Any
 
 from bot.telegram_rules.limits import DEFAULT_UPDATE_TYPES, GET_UPDATES_LIMIT_MAX, UPDATE_TYPES
@@ -50,6 +55,8 @@ class UpdateQueue:
         self.allowed: frozenset[str] = DEFAULT_UPDATE_TYPES
         self.history: dict[int, dict[str, Any]] = {}  # every queued update by id, for redeliver()
         self.dropped = 0  # updates Telegram would not have generated (allowed_updates)
+        self.arrived: dict[int, float] = {}  # update id -> time.monotonic() it was queued (webhook expiry)
+        self.listener: Callable[[], None] | None = None  # the webhook delivery, told of each new update
 
     @property
     def settled(self) -> bool:
@@ -78,6 +85,7 @@ class UpdateQueue:
         else:
             pending.append(update)
         self.history[update_id] = update
+        self.arrived[update_id] = time.monotonic()
         self._unfetched.add(update_id)
         self._wake()
         return update_id
@@ -135,7 +143,31 @@ class UpdateQueue:
         if self._poller is not None and not self._poller.done():
             self._poller.set_result(_TIMED_OUT)
 
+    def load(self, offset: int, limit: int, exclude: Container[int]) -> list[dict[str, Any]]:
+        """For the webhook: redeliveries, then pending updates from id ``offset`` on, up to ``limit``, none in
+        ``exclude`` (those loaded already)."""
+        batch = [u for u in self._forced if u["update_id"] not in exclude][:limit]
+        self._forced = []
+        start = bisect.bisect_left(self._pending, offset, key=_id)
+        for update in itertools.islice(self._pending, start, None):
+            if len(batch) >= limit:
+                break
+            if update["update_id"] not in exclude:
+                batch.append(update)
+        return batch
+
+    def forget(self, update_id: int) -> None:
+        """For the webhook: ``update_id`` was delivered, or dropped; it is no longer pending."""
+        pending = self._pending
+        at = bisect.bisect_left(pending, update_id, key=_id)
+        if at < len(pending) and pending[at]["update_id"] == update_id:
+            del pending[at]
+        self._unfetched.discard(update_id)
+        self._on_fetch()
+
     def _wake(self) -> None:
+        if self.listener is not None:
+            self.listener()
         if self._poller is not None and not self._poller.done():
             self._poller.set_result(_WOKEN)
 
@@ -178,6 +210,10 @@ class UpdateQueue:
                     unfetched.discard(update["update_id"])
             self._on_fetch()
         return batch
+
+
+def _id(update: dict[str, Any]) -> int:
+    return int(update["update_id"])
 
 
 def _resolve(future: asyncio.Future[str], value: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from html import escape
 
 from bot.stats.report import ExerciseStats, LessonStats, QuestionStats, Report
-from bot.stats.text import describe_filters, seconds, share
+from bot.stats.text import counted, describe_filters, seconds, share
 
 # Layout of the charts, in SVG user units (the page scales them to its width).
 WIDTH = 640
@@ -124,7 +124,7 @@ def _question(question: QuestionStats) -> str:
     head = (
         f'<h3 id="question-{escape(question.id)}">{escape(question.text)}</h3>'
         f"<p>{share(question.right_first, question.learners)} right on the first try, of "
-        f"{question.learners} learners. {flags}</p>"
+        f"{counted(question.learners, 'learner')}. {flags}</p>"
     )
     span = WIDTH - LABEL - 60
     total = max(question.learners, 1)
@@ -160,10 +160,10 @@ def _exercise(exercise: ExerciseStats) -> str:
     )
     hints = ", ".join(f"hint {n}: {share(count, exercise.learners)}" for n, count in enumerate(exercise.hints, 1))
     return (
-        f"<h3>Practice</h3><p>{exercise.learners} learners ran code; "
+        f"<h3>Practice</h3><p>{counted(exercise.learners, 'learner')} ran code; "
         f"{share(exercise.passed_first, exercise.learners)} passed on the first try and "
-        f"{share(exercise.passed, exercise.learners)} in the end, after a median of {exercise.median_attempts} "
-        f"attempts.{worst} Hints opened: {escape(hints)}.</p>"
+        f"{share(exercise.passed, exercise.learners)} in the end, after a median of "
+        f"{counted(exercise.median_attempts, 'attempt')}.{worst} Hints opened: {escape(hints)}.</p>"
     )
 
 

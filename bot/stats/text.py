@@ -10,6 +10,14 @@ def share(part: int, whole: int) -> str:
     return f"{part / whole:.0%}" if whole else "-"
 
 
+def counted(n: int | None, noun: str, nouns: str | None = None) -> str:
+    """Return ``n`` with its noun in the singular or the plural: '1 learner', '2 learners'.
+
+    The report is for operators and in English only (not through gettext), so English's rule is all it needs.
+    """
+    return f"{'-' if n is None else n} {noun if n == 1 else (nouns or noun + 's')}"
+
+
 def seconds(value: float | None) -> str:
     """Return a duration the way the report shows it: '42 s', '3.5 min', or '-'."""
     if value is None:
@@ -71,7 +79,7 @@ def _lesson(lesson: LessonStats) -> list[str]:
 def _question(question: QuestionStats) -> list[str]:
     lines = [
         f"  question {question.id}: {share(question.right_first, question.learners)} right on the first try "
-        f"({question.learners} learners)"
+        f"({counted(question.learners, 'learner')})"
     ]
     for option in question.options:
         lines.append(
@@ -92,8 +100,9 @@ def _exercise(exercise: ExerciseStats) -> list[str]:
     )
     hints = ", ".join(f"{n}: {share(count, exercise.learners)}" for n, count in enumerate(exercise.hints, start=1))
     return [
-        f"  practice: {exercise.learners} learners ran code; {share(exercise.passed_first, exercise.learners)} "
-        f"passed on the first try, {share(exercise.passed, exercise.learners)} in the end; median "
-        f"{exercise.median_attempts} attempts{worst}",
+        f"  practice: {counted(exercise.learners, 'learner')} ran code; "
+        f"{share(exercise.passed_first, exercise.learners)} passed on the first try, "
+        f"{share(exercise.passed, exercise.learners)} in the end; median "
+        f"{counted(exercise.median_attempts, 'attempt')}{worst}",
         f"    hints opened (share of learners): {hints}",
     ]

@@ -4,7 +4,9 @@
         print(course.chat.url)
 
 The bot runs exactly as it does against Telegram: it long-polls the built-in server over
-HTTP on loopback, with a token made up for this run. Learners' progress goes to the
+HTTP on loopback, with a token made up for this run (or, with COURSEBOT_WEBHOOK_LISTEN, takes
+its updates by webhook: the built-in server is then pointed at the bot's address, as the
+deploy step `coursebot webhook set` points Telegram at it). Learners' progress goes to the
 bot's database as always; the chats' history goes to the server's own file, so a
 restart shows each learner the chat they left.
 """
@@ -61,11 +63,21 @@ async def local_course(config: Config) -> AsyncIterator[LocalCourse]:
             raise ConfigError(_listen_failure(host, port, exc)) from None
         try:
             async with bot:
+                if config.webhook_listen is not None:
+                    await api.set_webhook(
+                        {"url": _webhook_url(*config.webhook_listen), "secret_token": config.webhook_secret}
+                    )
                 yield LocalCourse(api, bot, chat)
         finally:
             await chat.stop()
     finally:
         await api.stop()
+
+
+def _webhook_url(host: str, port: int) -> str:
+    """Where the built-in server reaches the bot's webhook: a wildcard address is reached on loopback."""
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    return f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
 
 
 def _listen_failure(host: str, port: int, error: OSError) -> str:

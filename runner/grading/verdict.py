@@ -98,37 +98,68 @@ def _clip(s: str, limit: int = SHOWN) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
-def _summary(v: Any) -> str:
-    """A value as the learner would see it printed, cut to SHOWN characters."""
+# Significant digits of a float shown to the learner: enough to read, more only where fewer would make what the
+# code gave and what was expected look the same.
+DIGITS = 4
+MAX_DIGITS = 9
+NUMBERS_MAX = 64  # numbers of a value passed on as ``got_numbers`` / ``expected_numbers``
+
+
+def _float_text(x: float, digits: int) -> str:
+    """A float rounded to ``digits`` significant digits, still reading as a float (``2.0``, not ``2``)."""
+    if not math.isfinite(x):
+        return repr(x)
+    text = f"{x:.{digits}g}"
+    return text if any(c in text for c in ".en") else text + ".0"
+
+
+def _summary(v: Any, digits: int = DIGITS) -> str:
+    """A value as the learner would see it printed, rounded, and cut at a whole item to SHOWN characters."""
     if isinstance(v, Failed):
         return v.error
     if isinstance(v, Opaque):
         return _clip(f"<{v.type_name}>")
-    if isinstance(v, TensorValue):
-        return _clip(_tensor_repr(v))
-    return _clip(_plain_repr(v))
+    return _clip(_plain_repr(v, digits, SHOWN))
 
 
-def _plain_repr(v: Any) -> str:
+def _items_text(open_: str, items: Iterator[str], close: str, room: int) -> str:
+    """``open_ item, item, … close`` with as many whole items as fit in ``room`` characters."""
+    shown: list[str] = []
+    used = len(open_) + len(close)
+    for item in items:
+        if used + len(item) + 2 > room - 3:
+            shown.append("…")
+            break
+        shown.append(item)
+        used += len(item) + 2
+    return open_ + ", ".join(shown) + close
+
+
+def _plain_repr(v: Any, digits: int = DIGITS, room: int = SHOWN) -> str:
     if isinstance(v, TensorValue):
-        return _tensor_repr(v)
+        return _tensor_repr(v, digits, room)
     if isinstance(v, (Failed, Opaque)):
         return _summary(v)
     if isinstance(v, list):
-        return "[" + ", ".join(_plain_repr(x) for x in v[:MAX_ITEMS]) + "]"
+        return _items_text("[", (_plain_repr(x, digits, room) for x in v[:MAX_ITEMS]), "]", room)
     if isinstance(v, dict):
-        return "{" + ", ".join(f"{k!r}: {_plain_repr(x)}" for k, x in list(v.items())[:MAX_ITEMS]) + "}"
+        pairs = (f"{k!r}: {_plain_repr(x, digits, room)}" for k, x in list(v.items())[:MAX_ITEMS])
+        return _items_text("{", pairs, "}", room)
     if isinstance(v, str):
         return repr(v[:SHOWN])
-    return repr(v)  # None, bools and numbers as Python prints them
+    if isinstance(v, float):
+        return _float_text(v, digits)
+    return repr(v)  # None, bools and ints as Python prints them
 
 
 # Dtypes torch's repr leaves unsaid: the defaults for floats, ints and bools.
 _IMPLIED_DTYPES = ("float32", "int64", "bool")
 
 
-def _tensor_repr(t: TensorValue) -> str:
-    """A tensor as torch prints it, which is what learners read: tensor([4., 8.], requires_grad=True)."""
+def _tensor_repr(t: TensorValue, digits: int = DIGITS, room: int = SHOWN) -> str:
+    """A tensor as torch prints it, which is what learners read: tensor([4., 8.], requires_grad=True).
+
+    (Its numbers rounded to ``digits`` significant digits, as every number shown: torch shows four decimals.)"""
     if t.data is None:
         body = f"size={list(t.shape)}"
     else:
@@ -141,10 +172,10 @@ def _tensor_repr(t: TensorValue) -> str:
                 return str(x)
             if not math.isfinite(x):
                 return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
-            return f"{int(x)}." if integral else f"{x:.4f}"
+            return f"{int(x)}." if integral else _float_text(x, digits)
 
         def nested(d: Any) -> str:
-            return "[" + ", ".join(nested(x) for x in d) + "]" if isinstance(d, list) else number(d)
+            return _items_text("[", (nested(x) for x in d), "]", room) if isinstance(d, list) else number(d)
 
         body = nested(t.data)
     extras = [] if t.dtype in _IMPLIED_DTYPES else [f"dtype=torch.{t.dtype}"]
@@ -153,6 +184,27 @@ def _tensor_repr(t: TensorValue) -> str:
     elif t.requires_grad:
         extras.append("requires_grad=True")
     return "tensor(" + ", ".join([body, *extras]) + ")"
+
+
+def _shown_apart(got: Any, expected: Any) -> tuple[str, str]:
+    """``got`` and ``expected`` as the learner reads them: rounded, unless rounding would make them look equal."""
+    digits = DIGITS
+    while (shown := (_summary(got, digits), _summary(expected, digits)))[0] == shown[1] and digits < MAX_DIGITS:
+        digits += 1
+    return shown
+
+
+def _numbers(v: Any) -> list[float] | None:
+    """A number, or a list or tensor of numbers, as a flat list (at most NUMBERS_MAX), for the bot to reason on."""
+    data = _data(v)
+    if _is_num(data):
+        return [float(data)]
+    if not isinstance(data, list):
+        return None
+    flat = list(_flatten(data))
+    if not flat or len(flat) > NUMBERS_MAX or not all(_is_num(x) and math.isfinite(x) for x in flat):
+        return None
+    return [float(x) for x in flat]
 
 
 def _matches(check: Check, got: Any, expected: Any) -> bool:
@@ -188,7 +240,9 @@ def compare(check: Check, got: Any, expected: Any) -> tuple[bool, MessageKey | s
     """(passed, message_key, params) for one check.  Pure.
 
     A mismatch's params are what the bot may show or reason about: ``got`` and ``expected`` as the
-    learner would see them printed, ``ratio`` (got is that whole multiple of expected), ``got_none``
+    learner would see them printed (rounded to DIGITS significant digits), ``got_numbers`` and
+    ``expected_numbers`` (both values as flat lists of numbers, where they are numbers), ``ratio`` (got is that
+    whole multiple of expected), ``got_none``
     and ``still_requires_grad`` (got is a tensor that requires grad where the expected value does not).
     """
     fail_key = check.message_key
@@ -200,8 +254,11 @@ def compare(check: Check, got: Any, expected: Any) -> tuple[bool, MessageKey | s
         return True, check.pass_key, {"expr": check.expr}
     params: dict[str, Any] = {"expr": check.expr, "got": _summary(got)}
     if check.kind != "true":
-        params["expected"] = _summary(expected)
+        params["got"], params["expected"] = _shown_apart(got, expected)
         if check.kind in ("equal", "close", "same"):
+            got_numbers, expected_numbers = _numbers(got), _numbers(expected)
+            if got_numbers is not None and expected_numbers is not None:
+                params["got_numbers"], params["expected_numbers"] = got_numbers, expected_numbers
             ratio = _ratio(got, expected)
             if ratio is not None:
                 params["ratio"] = ratio
