@@ -491,7 +491,7 @@ async def test_accept_stores_the_json_telegram_sent_as_it_is(db):
     sent = json.dumps({**json.loads(update_json(50)), "field_from_a_newer_api": {"x": 1}})
     (update,) = await Inbox(db, clock=lambda: T0).accept([Update.de_json(json.loads(sent), None)], [sent])
     assert update.update_id == 50
-    assert inbox_rows(db.path)[50]["payload"] == sent
+    assert (await inbox_in(db))[50]["payload"] == sent
 
 
 async def test_polling_hands_over_each_update_and_stores_it_as_the_api_sent_it(db, standin):
@@ -508,7 +508,7 @@ async def test_polling_hands_over_each_update_and_stores_it_as_the_api_sent_it(d
             await polling.stop()
     assert isinstance(update, Update) and update.update_id == update_id
     assert update.message is not None and update.message.text == "/start"
-    row = inbox_rows(db.path)[update_id]
+    row = (await inbox_in(db))[update_id]
     stored = json.loads(row["payload"])
     assert row["state"] == "pending"  # nobody handled it: the queue only holds it
     assert stored["update_id"] == update_id
