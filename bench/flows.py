@@ -117,7 +117,10 @@ async def probe(runs: int, graded: bool) -> dict[str, object]:
             )
             async with CourseBot(config) as bot:
                 trace = Statements()
-                conn = bot.db._conn  # the aiosqlite connection: the callback is set on its own thread
+                # The aiosqlite connection (behind the SQLite backend since the PostgreSQL engine came; the db's own
+                # before): the callback is set on its own thread.
+                store = getattr(bot.db, "backend", bot.db)
+                conn = store._conn
                 await conn._execute(conn._conn.set_trace_callback, trace)
 
                 async def measured(act: Callable[[], Awaitable[object]]) -> dict[str, int]:

@@ -109,7 +109,12 @@ def build_application(config: Config, services: Services) -> CourseApplication:
             )
         )
         .concurrent_updates(
-            PerLearnerOrder(config.concurrent_updates, functools.partial(update_scope, services), inbox)
+            PerLearnerOrder(
+                config.concurrent_updates,
+                functools.partial(update_scope, services),
+                inbox,
+                learner_lock=services.db.learner_lock,
+            )
         )
         .context_types(ContextTypes(context=CourseContext, bot_data=BotData))
         # Long polling holds one connection open; the others serve replies. Both count their calls.
@@ -247,13 +252,14 @@ class CourseBot:
         # Top to bottom, each part is started and its stop put on the stack; a failure stops what started, in
         # reverse, and so does __aexit__.
         # Before the runner's slow start: a database this process cannot write refuses the start at once.
-        ensure_writable(self.config.db_path)
+        if self.config.db_url is None:
+            ensure_writable(self.config.db_path)
         async with contextlib.AsyncExitStack() as stack:
             runner = await stack.enter_async_context(connect_runner(self.config))
             server = await control.serve(self.config.control_path, self.reload)
             stack.push_async_callback(_close_control, server, self.config.control_path)
             self.db = db = await Database.open(
-                self.config.db_path, clock=self.clock, events_days=self.config.events_days
+                self.config.database, clock=self.clock, events_days=self.config.events_days
             )
             stack.push_async_callback(db.close)
             # Before any learner is served: places on slides the lessons no longer have move on.

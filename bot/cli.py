@@ -1,4 +1,4 @@
-"""The coursebot command line: run, web, reload, lint, preview, stats, links, db backup, webhook."""
+"""The coursebot command line: run, web, reload, lint, preview, stats, links, db backup, db copy, webhook."""
 
 from __future__ import annotations
 
@@ -288,6 +288,11 @@ def _stats(args: argparse.Namespace) -> int:
     from bot.stats import html, query, report, text
 
     config = Config.from_env()
+    if config.db_url is not None and not args.db:
+        raise ConfigError(
+            "coursebot stats reads an SQLite file, and COURSEBOT_DB is PostgreSQL: give it a file with --db "
+            "(not yet read from PostgreSQL)"
+        )
     _as_owner_of((Path(args.db) if args.db else config.db_path).parent)
     content = load_valid(config.lessons_dir, config.locales_dir)
     lessons = None
@@ -376,9 +381,21 @@ def _backup(args: argparse.Namespace) -> int:
     from bot.storage.db import backup
 
     config = Config.from_env()
+    if config.db_url is not None:
+        raise ConfigError("COURSEBOT_DB is a PostgreSQL database: back it up with pg_dump (README: PostgreSQL)")
     _as_owner_of(config.db_path.parent)
     backup(config.db_path, Path(args.path))
     print(f"backed up {config.db_path} to {args.path}")
+    return 0
+
+
+def _copy(args: argparse.Namespace) -> int:
+    from bot import dbcopy
+    from bot.storage.backend import redacted
+
+    _as_owner_of(Path(args.source).parent)
+    asyncio.run(dbcopy.copy(Path(args.source), args.target))
+    print(f"copied {args.source} to {redacted(args.target)}; set COURSEBOT_DB to that URL and start the bot")
     return 0
 
 
@@ -517,6 +534,13 @@ def parser() -> argparse.ArgumentParser:
     backup = db.add_parser("backup", help="copy the live database (COURSEBOT_DB) to PATH, safely while the bot runs")
     backup.add_argument("path")
     backup.set_defaults(func=_backup)
+    copy = db.add_parser(
+        "copy",
+        help="copy an SQLite database (every learner, all of it) into an empty PostgreSQL database, checked by counts",
+    )
+    copy.add_argument("source", metavar="SQLITE_FILE")
+    copy.add_argument("target", metavar="POSTGRESQL_URL", help="postgresql://user:password@host:port/name")
+    copy.set_defaults(func=_copy)
     webhook = commands.add_parser(
         "webhook", help="the deploy step of webhook mode: set, show or delete the webhook (run once, not per replica)"
     ).add_subparsers(dest="webhook_command", required=True)

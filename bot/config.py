@@ -30,6 +30,9 @@ class Config:
     token: str = field(repr=False)
     api_base_url: str = "https://api.telegram.org"
     db_path: Path = Path("data/coursebot.sqlite3")
+    # A PostgreSQL database instead of the SQLite file (COURSEBOT_DB=postgresql://...); the folder of db_path still
+    # holds the control socket and the web chat's history.
+    db_url: str | None = None
     lessons_dir: Path = Path("lessons")
     locales_dir: Path = Path("locales")
     # Telegram's documented ceiling for messages to different chats; edits answering a tap are exempt.
@@ -71,6 +74,11 @@ class Config:
         return self.api_base_url.rstrip("/") + "/bot"
 
     @property
+    def database(self) -> Path | str:
+        """Return where the progress database is: the PostgreSQL URL if one is set, else the SQLite file."""
+        return self.db_url or self.db_path
+
+    @property
     def control_path(self) -> Path:
         """Return the control socket's path."""
         return self.control_socket or self.db_path.parent / "control.sock"
@@ -92,7 +100,9 @@ class Config:
         for setting in SETTINGS:
             raw = next((text for name in setting.variables if (text := env.get(name, "").strip())), "")
             if raw:
-                values[setting.field] = setting.rule(raw, setting.variable)
+                value = setting.rule(raw, setting.variable)
+                # COURSEBOT_DB holds a file's path or a PostgreSQL URL, kept apart so the file's folder stays known.
+                values["db_url" if isinstance(value, DatabaseUrl) else setting.field] = value
         if values.get("webhook_listen") and not values.get("webhook_secret"):
             raise ConfigError(
                 "COURSEBOT_WEBHOOK_LISTEN needs COURSEBOT_WEBHOOK_SECRET: the secret Telegram sends with each update "
@@ -115,6 +125,20 @@ def text(raw: str, name: str) -> str:
 
 
 def path(raw: str, name: str) -> Path:
+    return Path(raw)
+
+
+class DatabaseUrl(str):
+    """A ``postgresql://`` URL given for COURSEBOT_DB."""
+
+
+def database(raw: str, name: str) -> Path | DatabaseUrl:
+    if raw.startswith(("postgresql://", "postgres://")):
+        return DatabaseUrl(raw)
+    if raw.startswith(("postgresql:", "postgres:")):
+        raise ConfigError(
+            f"{name} must be a file's path or a postgresql://user:password@host:port/name URL, got {raw!r}."
+        )
     return Path(raw)
 
 
@@ -236,7 +260,13 @@ SETTINGS: tuple[Setting, ...] = (
         "any Bot API server, e.g. a local `telegram-bot-api`",
         http_url,
     ),
-    Setting("db_path", ("COURSEBOT_DB",), "the SQLite progress database (created, WAL mode)", path),
+    Setting(
+        "db_path",
+        ("COURSEBOT_DB",),
+        "the SQLite progress database (created, WAL mode), or a `postgresql://user:password@host:port/name` URL for "
+        'PostgreSQL 15 (see "Several bot processes: PostgreSQL")',
+        database,
+    ),
     Setting("lessons_dir", ("COURSEBOT_LESSONS",), "the content folder", path),
     Setting("locales_dir", ("COURSEBOT_LOCALES",), "the gettext catalogs", path),
     Setting(

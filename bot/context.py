@@ -16,6 +16,7 @@ from telegram.ext import Application, CallbackContext, ExtBot
 from bot import logs
 from bot.config import Config
 from bot.course.model import Content, Course
+from bot.errors import StorageError
 from bot.faults import FaultPoints
 from bot.i18n import I18n, current_language
 from bot.learner import Learner, LessonProgress
@@ -96,7 +97,7 @@ async def _learner_scope(services: Services, update: object) -> AsyncIterator[No
     if user is not None and not user.is_bot:
         try:
             read = await services.db.learner_at(user.id)
-        except sqlite3.Error:
+        except (sqlite3.Error, StorageError):
             # Speak Telegram's language; the handler meets the same failure and tells the learner of it.
             log.exception("cannot read the language of user %s", user.id)
     found = read[0] if read is not None else None

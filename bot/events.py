@@ -30,7 +30,7 @@ async def purge_daily(db: Database, sleep: Sleep = asyncio.sleep) -> None:
             removed = await db.purge_events()
         except (sqlite3.Error, StorageError):
             # The next day tries again; a failed purge keeps events a little longer, it loses nothing.
-            log.exception("purging old learning events from %s failed", db.path)
+            log.exception("purging old learning events from %s failed", db.where)
         else:
             if removed:
                 log.info("purged %d learning events older than %s days", removed, db.events_days)

@@ -25,6 +25,7 @@ from telegram.error import RetryAfter, TelegramError, TimedOut
 from telegram.ext import Application, BaseUpdateProcessor
 
 from bot.context import BotData, CourseContext
+from bot.errors import StorageError
 from bot.storage.db import Database
 
 log = logging.getLogger(__name__)
@@ -188,7 +189,7 @@ class Inbox:
             batch, self._handled = self._handled, []
             try:
                 await self._db.updates_handled(batch, self._clock())
-            except sqlite3.Error:
+            except (sqlite3.Error, StorageError):
                 # Left pending, they are handled again at the next start: at least once rather than lost.
                 log.exception("could not mark %d updates handled", len(batch))
 
@@ -196,7 +197,7 @@ class Inbox:
         self._forgotten_at = now
         try:
             await self._db.forget_updates(now - REMEMBER_HANDLED)
-        except sqlite3.Error:
+        except (sqlite3.Error, StorageError):
             log.exception("could not forget the updates handled before %s", now - REMEMBER_HANDLED)
 
 
@@ -291,7 +292,7 @@ class Polling:
             self._storing = True
             try:
                 fresh = await self._inbox.accept(updates, payloads)
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, StorageError) as exc:
                 # Not confirmed: Telegram sends the batch again with the next call.
                 wait = RETRY_FIRST
                 self._on_error(exc)
@@ -334,13 +335,21 @@ class PerLearnerOrder(BaseUpdateProcessor):
 
     Two quick taps of one learner must not race on their progress; two learners never wait for each other.
     Each update is handled inside ``scope`` (bot.context.update_scope: its learner's language), which
-    encloses the error handler too. With an ``inbox``, its handling counts as the update's work.
+    encloses the error handler too. With an ``inbox``, its handling counts as the update's work. ``learner_lock``
+    (Database.learner_lock) orders one learner's updates across processes too: on PostgreSQL, replicas share it.
     """
 
-    def __init__(self, max_concurrent_updates: int, scope: UpdateScope, inbox: Inbox | None = None):
+    def __init__(
+        self,
+        max_concurrent_updates: int,
+        scope: UpdateScope,
+        inbox: Inbox | None = None,
+        learner_lock: Callable[[int], AbstractAsyncContextManager[None]] | None = None,
+    ):
         super().__init__(max_concurrent_updates)
         self._scope = scope
         self._inbox = inbox
+        self._learner_lock = learner_lock
         self._locks: dict[int, asyncio.Lock] = {}
         self._users: dict[int, int] = {}
 
@@ -366,8 +375,13 @@ class PerLearnerOrder(BaseUpdateProcessor):
         lock = self._locks.setdefault(key, asyncio.Lock())
         self._users[key] = self._users.get(key, 0) + 1
         try:
-            async with lock, self._scope(update):
-                await coroutine
+            async with lock:
+                if self._learner_lock is None:
+                    async with self._scope(update):
+                        await coroutine
+                else:
+                    async with self._learner_lock(key), self._scope(update):
+                        await coroutine
         finally:
             self._users[key] -= 1
             if not self._users[key]:

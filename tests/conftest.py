@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -14,6 +14,8 @@ from hypothesis import settings
 
 from bot.app import CourseBot
 from bot.config import Config
+from bot.storage.db import Database
+from tests.pg import Cluster, cluster
 from tests.standin import BotApiStandin
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,3 +93,32 @@ def answers_recorded(db_path: Path, user_id: int) -> int:
         (count,) = conn.execute("SELECT count(*) FROM quiz_answers WHERE user_id = ?", (user_id,)).fetchone()
     conn.close()
     return int(count)
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Cluster]:
+    """A throwaway PostgreSQL cluster for the session (tests/pg.py); skips, saying why, without PostgreSQL."""
+    with cluster() as running:
+        yield running
+
+
+@pytest.fixture
+def pg_url(pg_cluster: Cluster) -> str:
+    """The URL of an empty PostgreSQL database of this test's own."""
+    return pg_cluster.new_database()
+
+
+ENGINES = ("sqlite", "postgresql")
+
+
+@pytest.fixture(params=ENGINES)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """Where a storage test's database lives, once per engine: an SQLite file, then an empty PostgreSQL database."""
+    if request.param == "sqlite":
+        return tmp_path / "data" / "coursebot.sqlite3"
+    return str(request.getfixturevalue("pg_url"))
+
+
+async def peek(db: Database, sql: str) -> list[tuple[object, ...]]:
+    """Return the rows of ``sql`` read through the database's own engine, as tuples (a test's look at the tables)."""
+    return [tuple(row) for row in await db._all(sql)]

@@ -1,4 +1,5 @@
-"""Drill attempts in the real SQLite file: stored per learner and drill, guarded by their turn, reset with the rest."""
+"""Drill attempts in a real SQLite file and a real PostgreSQL database: stored per learner and drill, guarded by
+their turn, reset with the rest."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ USER, CHAT = 1101, 2101
 
 
 @pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "drills.sqlite3")
+async def db(store: Path | str) -> AsyncIterator[Database]:
+    """The database, once on each engine (tests/conftest.py: store)."""
+    database = await Database.open(store)
     await database.learner(USER, CHAT, "en")
     yield database
     await database.close()

@@ -15,7 +15,7 @@ from bot import events
 from bot.learner import EventKind
 from bot.library.load import load_valid
 from bot.storage.db import Database
-from tests.conftest import LESSONS, LOCALES
+from tests.conftest import LESSONS, LOCALES, peek
 from tests.journey import send_and_wait, solve_drills, tap_and_wait_edit, tap_and_wait_message
 from tests.test_storage import rows
 
@@ -44,10 +44,15 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-async def db(tmp_path: Path, clock: Clock) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "events.sqlite3", clock=clock, events_days=30)
+async def db(store: Path | str, clock: Clock) -> AsyncIterator[Database]:
+    """The database, once on each engine (tests/conftest.py: store)."""
+    database = await Database.open(store, clock=clock, events_days=30)
     yield database
     await database.close()
+
+
+async def events_in(db: Database, columns: str = "kind, item_id") -> list[tuple]:
+    return await peek(db, f"SELECT {columns} FROM events ORDER BY id")
 
 
 def events_of(path: Path, columns: str = "kind, item_id") -> list[tuple]:
@@ -77,11 +82,14 @@ async def test_an_event_is_one_row_with_the_contracts_columns(db):
         verdict="failed",
         failed_check="x",
     )
-    assert events_of(db.path, "user_id, at, language, lesson_id, kind, item_id, option_id, verdict, failed_check") == [
+    assert await events_in(db, "user_id, at, language, lesson_id, kind, item_id, option_id, verdict, failed_check") == [
         (USER, "2026-03-01T09:00:00.000+00:00", "ru", "grad", "answer", "second-pass", "twelve", "right", None),
         (USER, "2026-03-01T09:00:00.000+00:00", "ru", "grad", "run", "exercise", None, "failed", "x"),
     ]
-    indexes = {r[0] for r in rows(db.path, "SELECT name FROM sqlite_master WHERE tbl_name = 'events'")}
+    if db.path is not None:
+        indexes = {r[0] for r in rows(db.path, "SELECT name FROM sqlite_master WHERE tbl_name = 'events'")}
+    else:
+        indexes = {r[0] for r in await peek(db, "SELECT indexname FROM pg_indexes WHERE tablename = 'events'")}
     assert {"events_by_lesson", "events_by_user"} <= indexes
 
 
@@ -95,7 +103,7 @@ async def test_a_slide_records_the_time_spent_on_the_previous_slide_of_the_lesso
     await db.record_event(user_id=USER, language="en", lesson_id="grad", kind=EventKind.BACK, item_id="s2")
     clock.advance(3)
     await slide(db, "s2")
-    assert events_of(db.path, "kind, item_id, seconds") == [
+    assert await events_in(db, "kind, item_id, seconds") == [
         ("slide", "s1", None),
         ("slide", "s2", 12.5),
         ("slide", "s1", 40.0),
@@ -114,7 +122,7 @@ async def test_time_on_a_slide_is_not_counted_across_other_work_or_another_lesso
     clock.advance(10)
     await slide(db, "s3")
     await db.record_event(user_id=USER + 1, language="en", lesson_id="grad", kind=EventKind.SLIDE, item_id="s1")
-    assert [r[0] for r in events_of(db.path, "seconds")] == [None, None, None, None, None, None]
+    assert [r[0] for r in await events_in(db, "seconds")] == [None, None, None, None, None, None]
 
 
 async def test_no_event_is_recorded_while_events_are_kept_zero_days(tmp_path):
@@ -132,7 +140,7 @@ async def test_events_older_than_the_days_kept_are_purged_on_the_databases_clock
     await slide(db, "newer")
     clock.advance(dt.timedelta(days=10, seconds=1).total_seconds())  # "old" is now 30 days and 1 s old
     assert await db.purge_events() == 1
-    assert events_of(db.path) == [("slide", "newer")]
+    assert await events_in(db) == [("slide", "newer")]
     assert await db.purge_events() == 0
 
 
@@ -152,7 +160,7 @@ async def test_the_purge_runs_at_start_and_then_once_a_day(db, clock):
         await events.purge_daily(db, sleep)
     assert slept == [86400.0] * 3
     # Purged at start (day 29: nothing expired), day 30 (a is exactly 30 days old: kept) and day 31 (a goes).
-    assert events_of(db.path) == [("slide", "b")]
+    assert await events_in(db) == [("slide", "b")]
 
 
 # Through the bot: every place a learner acts records its event.

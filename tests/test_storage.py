@@ -1,11 +1,14 @@
-"""The progress database: a real SQLite file in tmp_path, opened through bot.storage.db.Database."""
+"""The progress database, opened through bot.storage.db.Database: each test of the queries runs on a real SQLite file
+in tmp_path and on a real PostgreSQL database (tests/pg.py); the file's own tests (WAL, backup) on SQLite only."""
 
 from __future__ import annotations
 
 import ast
 import datetime as dt
+import os
 import re
 import sqlite3
+import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -18,7 +21,9 @@ from bot.errors import StorageError
 from bot.learner import LessonProgress, ReaderView, SentPoll
 from bot.storage.db import Database, Recorded, backup
 from bot.storage.migrations import MIGRATIONS
-from tests.conftest import answers_recorded
+from bot.storage.migrations_pg import POSTGRES_MIGRATIONS
+from tests.conftest import peek
+from tests.pg import free_port
 
 USER, CHAT = 1001, 2001
 
@@ -29,10 +34,24 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def db(db_path: Path) -> AsyncIterator[Database]:
+async def db(store: Path | str) -> AsyncIterator[Database]:
+    """The database, once on each engine."""
+    database = await Database.open(store)
+    yield database
+    await database.close()
+
+
+@pytest.fixture
+async def file_db(db_path: Path) -> AsyncIterator[Database]:
+    """The database as an SQLite file, for what only a file has (WAL, backup)."""
     database = await Database.open(db_path)
     yield database
     await database.close()
+
+
+async def answers_in(db: Database, user_id: int = USER) -> int:
+    [(count,)] = await peek(db, f"SELECT count(*) FROM quiz_answers WHERE user_id = {int(user_id)}")
+    return int(count)
 
 
 def rows(path: Path, sql: str) -> list[tuple]:
@@ -42,8 +61,8 @@ def rows(path: Path, sql: str) -> list[tuple]:
     return result
 
 
-async def created(path: Path) -> Path:
-    """Create a migrated database at ``path`` and close it."""
+async def created(path: Path | str) -> Path | str:
+    """Create a migrated database at ``path`` (or URL) and close it."""
     database = await Database.open(path)
     await database.close()
     return path
@@ -76,18 +95,39 @@ async def test_fresh_database_is_migrated_to_the_latest_schema(tmp_path):
         await database.close()
 
 
-async def test_migrated_database_reopens_without_migrating_again_and_keeps_its_data(db_path):
-    await created(db_path)
-    first = await Database.open(db_path)
+async def test_migrated_database_reopens_without_migrating_again_and_keeps_its_data(store):
+    await created(store)
+    first = await Database.open(store)
     await first.learner(USER, CHAT, "ru")
     await first.close()
-    again = await Database.open(db_path)
+    again = await Database.open(store)
     try:
         assert await again.schema_version() == len(MIGRATIONS)
         assert (await again.find_learner(USER)).telegram_language == "ru"
     finally:
         await again.close()
-    assert rows(db_path, "PRAGMA user_version") == [(len(MIGRATIONS),)]
+
+
+def test_postgresql_has_each_migration_sqlite_has():
+    # One number, one step on both engines: a migration added to one only would leave the other behind.
+    assert len(POSTGRES_MIGRATIONS) == len(MIGRATIONS)
+
+
+async def test_an_unreachable_postgresql_is_refused_in_one_line_without_its_password():
+    url = f"postgresql://coursebot:secret@127.0.0.1:{free_port()}/coursebot"
+    with pytest.raises(StorageError) as caught:
+        await Database.open(url)
+    message = str(caught.value)
+    assert message.startswith("cannot reach the database postgresql://coursebot:***@127.0.0.1:")
+    assert "secret" not in message and "\n" not in message
+
+
+async def test_a_postgresql_database_from_a_newer_coursebot_is_refused(pg_cluster, pg_url):
+    await created(pg_url)
+    pg_cluster.psql("UPDATE coursebot_schema SET version = 99", pg_url.rsplit("/", 1)[1])
+    with pytest.raises(StorageError) as caught:
+        await Database.open(pg_url)
+    assert "schema version 99" in str(caught.value) and "newer" in str(caught.value)
 
 
 async def test_a_failing_migration_leaves_the_database_at_the_previous_version(tmp_path, monkeypatch):
@@ -101,7 +141,7 @@ async def test_a_failing_migration_leaves_the_database_at_the_previous_version(t
     assert rows(path, "SELECT name FROM sqlite_master WHERE name = 'learners'") == [("learners",)]
 
 
-async def test_journal_mode_is_wal(db, db_path):
+async def test_journal_mode_is_wal(file_db, db_path):
     assert rows(db_path, "PRAGMA journal_mode") == [("wal",)]
 
 
@@ -133,6 +173,35 @@ async def test_a_file_that_is_not_a_database_is_refused_with_storage_error(tmp_p
     with pytest.raises(StorageError) as caught:
         await Database.open(path)
     assert str(path) in str(caught.value)
+
+
+async def test_a_new_database_and_its_folder_are_the_owners_alone(tmp_path):
+    # Learners' progress is nobody else's: 0600 for the file (SQLite gives its -wal and -shm the same), 0700 for a
+    # folder it creates; whatever the umask would have allowed.
+    path = tmp_path / "new" / "data" / "coursebot.sqlite3"
+    old = os.umask(0o022)
+    try:
+        database = await Database.open(path)
+    finally:
+        os.umask(old)
+    try:
+        await database.learner(USER, CHAT, "en")
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert stat.S_IMODE(Path(f"{path}-wal").stat().st_mode) == 0o600
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+        assert stat.S_IMODE(path.parent.parent.stat().st_mode) == 0o700
+    finally:
+        await database.close()
+
+
+async def test_an_existing_folder_keeps_its_mode(tmp_path):
+    folder = tmp_path / "shared"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)
+    database = await Database.open(folder / "coursebot.sqlite3")
+    await database.close()
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o755
+    assert stat.S_IMODE((folder / "coursebot.sqlite3").stat().st_mode) == 0o600
 
 
 async def test_close_twice_is_fine_and_leaves_no_wal_file(db_path):
@@ -325,7 +394,7 @@ async def test_recording_the_same_poll_twice_returns_none_the_second_time(db, db
     await db.poll_sent(poll, message_id=10)
     assert await db.record_answer(poll, 0, "a", True) == Recorded(("q-two",))
     assert await db.record_answer(poll, 1, "b", False) is None
-    assert answers_recorded(db_path, USER) == 1
+    assert await answers_in(db) == 1
     assert (await db.latest_answers(USER))[("grad", "q-one")].option_id == "a"
     assert (await db.find_learner(USER)).quiz_queue == ("q-two",)
 
@@ -348,7 +417,7 @@ async def test_an_answer_is_kept_by_option_id_and_the_position_tapped(db, db_pat
     poll = SentPoll("poll-1", USER, "grad", "q-one", ("d", "b", "a", "c"))
     await db.poll_sent(poll, message_id=10)
     await db.record_answer(poll, 2, "a", True)
-    assert rows(db_path, "SELECT option_index, option_id, correct FROM quiz_answers") == [(2, "a", 1)]
+    assert await peek(db, "SELECT option_index, option_id, correct FROM quiz_answers") == [(2, "a", 1)]
 
 
 async def test_latest_answers_keep_only_the_latest_answer_per_question(db, db_path):
@@ -367,7 +436,7 @@ async def test_latest_answers_keep_only_the_latest_answer_per_question(db, db_pa
     assert set(latest) == {("grad", "q-one"), ("grad", "q-two")}
     assert (latest[("grad", "q-one")].option_id, latest[("grad", "q-one")].correct) == ("a", True)
     assert (latest[("grad", "q-two")].option_id, latest[("grad", "q-two")].correct) == ("d", False)
-    assert answers_recorded(db_path, USER) == 4
+    assert await answers_in(db) == 4
 
 
 async def test_a_new_round_replaces_the_round_under_way(db):
@@ -416,7 +485,7 @@ async def test_reset_clears_progress_and_answers_but_keeps_the_language(db, db_p
     assert (learner.quiz_lesson_id, learner.quiz_queue, learner.quiz_poll_id) == (None, (), None)
     assert await db.progress(USER) == {}
     assert await db.latest_answers(USER) == {}
-    assert answers_recorded(db_path, USER) == 0
+    assert await answers_in(db) == 0
     assert await db.sent_poll("poll-1") is None
     assert "grad" in await db.progress(USER + 1)
 
@@ -424,10 +493,10 @@ async def test_reset_clears_progress_and_answers_but_keeps_the_language(db, db_p
 # Backup.
 
 
-async def test_backup_copies_committed_data_while_another_connection_is_writing(db, db_path, tmp_path):
+async def test_backup_copies_committed_data_while_another_connection_is_writing(file_db, db_path, tmp_path):
     for user in range(3):
-        await db.learner(user, CHAT + user, "en")
-    await show(db, 4, user=0)
+        await file_db.learner(user, CHAT + user, "en")
+    await show(file_db, 4, user=0)
     target = tmp_path / "backups" / "copy.sqlite3"
     async with aiosqlite.connect(db_path, isolation_level=None) as writer:
         await writer.execute("BEGIN IMMEDIATE")
@@ -444,8 +513,8 @@ async def test_backup_copies_committed_data_while_another_connection_is_writing(
     assert not target.with_name(target.name + ".partial").exists()
 
 
-async def test_backup_can_be_opened_as_a_database(db, db_path, tmp_path):
-    await db.learner(USER, CHAT, "ru")
+async def test_backup_can_be_opened_as_a_database(file_db, db_path, tmp_path):
+    await file_db.learner(USER, CHAT, "ru")
     target = tmp_path / "copy.sqlite3"
     backup(db_path, target)
     restored = await Database.open(target)
@@ -455,10 +524,10 @@ async def test_backup_can_be_opened_as_a_database(db, db_path, tmp_path):
         await restored.close()
 
 
-async def test_backup_replaces_an_older_backup(db, db_path, tmp_path):
+async def test_backup_replaces_an_older_backup(file_db, db_path, tmp_path):
     target = tmp_path / "copy.sqlite3"
     backup(db_path, target)
-    await db.learner(USER, CHAT, "en")
+    await file_db.learner(USER, CHAT, "en")
     backup(db_path, target)
     assert rows(target, "SELECT count(*) FROM learners") == [(1,)]
 
@@ -500,7 +569,7 @@ SOURCE = "\n".join(
     if line != "from __future__ import annotations"
 )
 TREE = ast.parse(SOURCE)
-SQL_METHODS = {"execute", "executescript", "_one", "_all"}
+SQL_METHODS = {"execute", "executescript", "executemany", "_one", "_all", "one", "all", "write_one", "_write_one"}
 SQL_WORD = re.compile(r"\b(PRAGMA|SELECT|INSERT|UPDATE|DELETE|BEGIN|CREATE|COMMIT|ROLLBACK)\b")
 
 
@@ -532,7 +601,8 @@ def test_the_source_check_sees_the_sql():
 def test_sql_is_never_built_with_percent_format_or_concatenation():
     for call in _sql_calls():
         sql = call.args[0]
-        assert isinstance(sql, (ast.Constant, ast.Name, ast.JoinedStr)), ast.get_source_segment(SOURCE, call)
+        # A Call: a migration script, encoded (the PostgreSQL engine runs it as one simple query).
+        assert isinstance(sql, (ast.Constant, ast.Name, ast.JoinedStr, ast.Call)), ast.get_source_segment(SOURCE, call)
     for node in ast.walk(TREE):
         if isinstance(node, ast.BinOp) and isinstance(node.left, ast.Constant) and isinstance(node.left.value, str):
             assert not SQL_WORD.search(node.left.value), ast.get_source_segment(SOURCE, node)
@@ -589,7 +659,11 @@ def _trusted(expr: ast.expr) -> bool:
     """An interpolation is trusted if it is int(...), a module constant, a migration, or a literal table name."""
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "int":
         return True
-    if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Name) and expr.value.id == "MIGRATIONS":
+    if (
+        isinstance(expr, ast.Subscript)
+        and isinstance(expr.value, ast.Name)
+        and expr.value.id in {"MIGRATIONS", "migrations"}
+    ):
         return True
     if _sql_constant(expr):
         return True
@@ -631,7 +705,12 @@ def test_every_placeholder_has_a_bound_value():
             continue  # a variable: the helpers _one/_all and the migration script pass SQL through
         params = call.args[1] if len(call.args) > 1 else None
         where = ast.get_source_segment(SOURCE, call)
-        named = sorted(set(re.findall(r":([a-z_]+)\b", text)))
+        if "%s" in text:  # psycopg's own placeholders, in the PostgreSQL engine's fixed statements
+            assert isinstance(params, ast.Tuple) and len(params.elts) == text.count("%s"), where
+            continue
+        if call.func.attr == "executemany":  # its rows are built beside it
+            continue
+        named = sorted(set(re.findall(r"(?<!:):([a-z_]+)\b", text)))
         if named:
             assert isinstance(params, ast.Dict), where
             assert sorted(k.value for k in params.keys) == named, where

@@ -13,6 +13,7 @@ import logging
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from telegram import Bot, Update
@@ -82,10 +83,16 @@ def update_json(update_id: int, text: str = "/start") -> str:
 
 
 @pytest.fixture
-async def db(tmp_path: Path):
-    database = await Database.open(tmp_path / "coursebot.sqlite3")
+async def db(store: Path | str):
+    """The database, once on each engine (tests/conftest.py: store)."""
+    database = await Database.open(store)
     yield database
     await database.close()
+
+
+async def inbox_in(db: Database) -> dict[int, Any]:
+    """Return the inbox by update id, read through the database's own engine."""
+    return {row["update_id"]: row for row in await db._all("SELECT * FROM inbox")}
 
 
 async def _confirm(standin, up_to: int) -> None:
@@ -275,10 +282,10 @@ async def test_an_update_is_handled_when_its_last_piece_of_work_ends(db):
     assert inbox.begin(update)  # a task the handler started, e.g. a practice run
     inbox.end(update, completed=True)
     await inbox.flush()
-    assert inbox_rows(db.path)[10]["state"] == "pending"
+    assert (await inbox_in(db))[10]["state"] == "pending"
     inbox.end(update, completed=True)
     await inbox.flush()
-    assert state(inbox_rows(db.path)[10]) == ("handled", None)
+    assert state((await inbox_in(db))[10]) == ("handled", None)
 
 
 async def test_cancelled_work_leaves_its_update_to_the_next_start(db):
@@ -289,7 +296,7 @@ async def test_cancelled_work_leaves_its_update_to_the_next_start(db):
     inbox.end(update, completed=False)
     inbox.end(update, completed=True)
     await inbox.flush()
-    assert inbox_rows(db.path)[11]["state"] == "pending"
+    assert (await inbox_in(db))[11]["state"] == "pending"
     queue: asyncio.Queue[object] = asyncio.Queue()
     assert await Inbox(db, clock=lambda: T0).replay(Bot("1:x"), queue) == 1
     assert queue.get_nowait().update_id == 11
@@ -307,7 +314,7 @@ async def test_handled_ids_are_forgotten_after_two_days_but_pending_updates_neve
     await db.updates_handled([1], T0)
     later = Inbox(db, clock=lambda: T0 + REMEMBER_HANDLED + day)
     await later.accept([_update(3)])
-    assert sorted(inbox_rows(db.path)) == [2, 3]
+    assert sorted(await inbox_in(db)) == [2, 3]
 
 
 async def test_forgetting_waits_an_hour_between_runs(db, monkeypatch):
@@ -337,16 +344,16 @@ async def test_an_update_pending_again_after_a_replay_is_handled_alone_and_watch
     replaying = asyncio.create_task(inbox.replay(Bot("1:x"), queue))
     five = await asyncio.wait_for(queue.get(), 5)
     assert five.update_id == 5 and queue.empty()  # alone
-    assert inbox_rows(db.path)[5]["alone"] == 1  # a crash now is blamed on it
+    assert (await inbox_in(db))[5]["alone"] == 1  # a crash now is blamed on it
     inbox.begin(five)
     inbox.end(five, completed=True)
     six = await asyncio.wait_for(queue.get(), 5)
     assert six.update_id == 6
-    assert inbox_rows(db.path)[5]["state"] == "handled"
+    assert (await inbox_in(db))[5]["state"] == "handled"
     inbox.begin(six)
     inbox.end(six, completed=True)
     assert await replaying == 2
-    rows = inbox_rows(db.path)
+    rows = await inbox_in(db)
     assert [(rows[i]["replays"], rows[i]["crashes"]) for i in (5, 6)] == [(2, 0), (2, 0)]
 
 
@@ -354,19 +361,17 @@ async def test_a_suspect_that_outlives_the_watch_is_not_blamed_for_what_comes_af
     await Inbox(db, clock=lambda: T0).accept([_update(7)])
     for _ in range(2):
         await Inbox(db, clock=lambda: T0, watch_alone=0.05).replay(Bot("1:x"), asyncio.Queue())
-    row = inbox_rows(db.path)[7]
+    row = (await inbox_in(db))[7]
     assert (row["state"], row["replays"], row["alone"], row["crashes"]) == ("pending", 2, 0, 0)
 
 
 async def test_a_crash_while_an_update_is_handled_alone_counts_against_it(db):
     await Inbox(db, clock=lambda: T0).accept([_update(8)])
     for crash in range(1, MAX_CRASHES + 1):
-        with sqlite3.connect(db.path) as conn:
-            conn.execute("UPDATE inbox SET alone = 1 WHERE update_id = 8")  # the bot died while it was alone
-        conn.close()
+        await db.handling_alone(8, True)  # the bot died while it was alone
         handed = await Inbox(db, clock=lambda: T0, watch_alone=0.05).replay(Bot("1:x"), asyncio.Queue())
         assert handed == (1 if crash < MAX_CRASHES else 0)
-    assert state(inbox_rows(db.path)[8]) == ("abandoned", None)
+    assert state((await inbox_in(db))[8]) == ("abandoned", None)
 
 
 async def test_the_stored_update_reads_back_as_telegram_sent_it(db):
@@ -486,7 +491,7 @@ async def test_accept_stores_the_json_telegram_sent_as_it_is(db):
     sent = json.dumps({**json.loads(update_json(50)), "field_from_a_newer_api": {"x": 1}})
     (update,) = await Inbox(db, clock=lambda: T0).accept([Update.de_json(json.loads(sent), None)], [sent])
     assert update.update_id == 50
-    assert inbox_rows(db.path)[50]["payload"] == sent
+    assert (await inbox_in(db))[50]["payload"] == sent
 
 
 async def test_polling_hands_over_each_update_and_stores_it_as_the_api_sent_it(db, standin):
@@ -503,7 +508,7 @@ async def test_polling_hands_over_each_update_and_stores_it_as_the_api_sent_it(d
             await polling.stop()
     assert isinstance(update, Update) and update.update_id == update_id
     assert update.message is not None and update.message.text == "/start"
-    row = inbox_rows(db.path)[update_id]
+    row = (await inbox_in(db))[update_id]
     stored = json.loads(row["payload"])
     assert row["state"] == "pending"  # nobody handled it: the queue only holds it
     assert stored["update_id"] == update_id

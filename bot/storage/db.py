@@ -1,6 +1,7 @@
-"""Learner progress in one SQLite file: the table groups joined over one engine (one connection, one writer).
+"""Learner progress in one SQLite file (the default) or one PostgreSQL database: the table groups joined over one
+engine (bot.storage.engine), whose backend runs each query as written on either.
 
-Rows are read by column name (sqlite3.Row) into the records of bot.learner; each method that changes a
+Rows are read by column name into the records of bot.learner; each method that changes a
 learner's state performs one step of a machine in bot.states, in one transaction.
 """
 
@@ -16,6 +17,7 @@ from bot.storage.lessons import Adopted, LessonQueries
 from bot.storage.outcomes import OutcomeQueries
 from bot.storage.practice import PracticeQueries
 from bot.storage.quiz import QuizQueries, Recorded
+from bot.storage.sending import SendingQueries
 from bot.storage.snapshots import SnapshotQueries
 
 __all__ = [
@@ -42,6 +44,7 @@ class Database(
     DrillQueries,
     OutcomeQueries,
     SnapshotQueries,
+    SendingQueries,
     Engine,
 ):
     """The progress database. Open it once with ``await Database.open(path)``; ``close()`` is idempotent."""

@@ -23,11 +23,11 @@ SAVE_DRILL = (
     "INSERT INTO drill_progress"
     " (user_id, lesson_id, drill_id, placed, ruled_out, turn, tries, done, checked, solved_at, updated_at)"
     " VALUES (:user, :lesson, :drill, :placed, :ruled_out, :turn, :tries, :done, :checked,"
-    " CASE WHEN :solved THEN :now END, :now)"
+    " CASE WHEN :solved = 1 THEN :now END, :now)"
     " ON CONFLICT (user_id, lesson_id, drill_id) DO UPDATE SET placed = :placed, ruled_out = :ruled_out,"
     " turn = :turn, tries = :tries, done = :done, checked = :checked,"
-    " solved_at = coalesce(solved_at, CASE WHEN :solved THEN :now END), updated_at = :now"
-    " WHERE turn = :before"
+    " solved_at = coalesce(drill_progress.solved_at, CASE WHEN :solved = 1 THEN :now END), updated_at = :now"
+    " WHERE drill_progress.turn = :before"
 )
 
 
@@ -68,10 +68,10 @@ class DrillQueries(Engine):
     ) -> bool:
         """Store ``after`` if the stored attempt is still ``before``; return False if another tap changed it first."""
         async with self._write() as conn:
-            cursor = await conn.execute(
+            changed = await conn.execute(
                 SAVE_DRILL, drill_params(user_id, lesson_id, drill_id, before, after, self._now())
             )
-            return cursor.rowcount == 1
+            return changed == 1
 
     async def drills_solved(self, user_id: int) -> dict[str, set[str]]:
         """Return the drills the learner has solved, as drill ids by lesson id."""

@@ -5,19 +5,22 @@ from __future__ import annotations
 import datetime as dt
 
 from bot.learner import EventKind
+from bot.storage.backend import PURGE_LOCK
 from bot.storage.engine import Engine, timestamp
 
 # A slide's time on the previous one is worked out in SQL: the learner's last event, if it was a slide (or Back) of
-# this lesson. INSERT OR IGNORE: an event with an update id is unique by (user, update, kind, lesson, item), so an
-# update replayed after a crash records it once (migration 9).
+# this lesson. ON CONFLICT DO NOTHING: an event with an update id is unique by (user, update, kind, lesson, item), so
+# an update replayed after a crash records it once (migration 9). The casts type a NULL for PostgreSQL, which cannot
+# tell the type of a bare parameter.
 RECORD_EVENT = (
-    "INSERT OR IGNORE INTO events (user_id, at, language, lesson_id, kind, item_id, option_id, verdict,"
+    "INSERT INTO events (user_id, at, language, lesson_id, kind, item_id, option_id, verdict,"
     " failed_check, seconds, update_id) SELECT :user, :at, :language, :lesson, :kind, :item, :option, :verdict,"
-    " :check, CASE WHEN :seconds IS NOT NULL OR :kind != 'slide' THEN :seconds ELSE ("
+    " :check, CASE WHEN CAST(:seconds AS DOUBLE PRECISION) IS NOT NULL OR :kind != 'slide'"
+    " THEN CAST(:seconds AS DOUBLE PRECISION) ELSE ("
     "  SELECT CASE WHEN last.lesson_id = :lesson AND last.kind IN ('slide', 'back')"
-    "  THEN max(0.0, round((julianday(:at) - julianday(last.at)) * 86400.0, 3)) END"
-    "  FROM events AS last WHERE last.user_id = :user ORDER BY last.at DESC, last.id DESC LIMIT 1"
-    " ) END, :update"
+    "  THEN round(CASE WHEN last.at > :at THEN 0.0 ELSE (julianday(:at) - julianday(last.at)) * 86400.0 END, 3)"
+    "  END FROM events AS last WHERE last.user_id = :user ORDER BY last.at DESC, last.id DESC LIMIT 1"
+    " ) END, CAST(:update AS BIGINT) ON CONFLICT DO NOTHING"
 )
 
 
@@ -69,5 +72,8 @@ class EventQueries(Engine):
             return 0
         cutoff = timestamp(self.clock() - dt.timedelta(days=self.events_days))
         async with self._write() as conn:
-            cursor = await conn.execute("DELETE FROM events WHERE at < ? OR ? = 0", (cutoff, self.events_days))
-            return cursor.rowcount
+            if not await conn.try_lock(PURGE_LOCK):
+                return 0  # another process is purging them right now
+            return await conn.execute(
+                "DELETE FROM events WHERE at < :cutoff OR :days = 0", {"cutoff": cutoff, "days": self.events_days}
+            )

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
-import sqlite3
 from collections.abc import Sequence
 
+from bot.storage.backend import PURGE_LOCK, SyncConnection
 from bot.storage.engine import Engine, timestamp
 
 
@@ -20,23 +19,26 @@ class InboxQueries(Engine):
         """
         if not updates:
             return set()
-        ids = json.dumps([update_id for update_id, _ in updates])
         # Telegram forgets an update once the next getUpdates confirms it, so it must be on disk by then.
         received = timestamp(now)
 
-        def store(conn: sqlite3.Connection) -> set[int]:
-            known = conn.execute(
-                "SELECT update_id FROM inbox WHERE update_id IN (SELECT value FROM json_each(?))", (ids,)
-            ).fetchall()
-            fresh = {update_id for update_id, _ in updates} - {row[0] for row in known}
-            conn.executemany(
-                "INSERT INTO inbox (update_id, payload, received_at) VALUES (?, ?, ?)",
-                [(update_id, payload, received) for update_id, payload in updates if update_id in fresh],
-            )
+        def store(conn: SyncConnection) -> set[int]:
+            # The insert is the claim: of two processes given one update, the second inserts nothing (on PostgreSQL
+            # it waits for the first's commit), so the update is new to one of them only. In id order: two processes
+            # claiming overlapping batches take the ids' row locks in one order, never waiting in a cycle.
+            fresh = set()
+            for update_id, payload in sorted(updates):
+                claimed = conn.execute(
+                    "INSERT INTO inbox (update_id, payload, received_at) VALUES (?, ?, ?)"
+                    " ON CONFLICT (update_id) DO NOTHING RETURNING update_id",
+                    (update_id, payload, received),
+                ).fetchone()
+                if claimed is not None:
+                    fresh.add(update_id)
             return fresh
 
-        fresh = await self._transaction(store, to_disk=True)
-        return fresh
+        # One hop to the database's thread for the whole batch (bot.storage.engine._transaction).
+        return await self._transaction(store, to_disk=True)
 
     async def unhandled_updates(
         self, max_crashes: int, now: dt.datetime
@@ -45,10 +47,12 @@ class InboxQueries(Engine):
         up now because the bot died ``max_crashes`` times while handling them alone."""
         async with self._write() as conn:
             # Still pending and handled alone when the bot stopped: it died handling this update, and this one only.
-            await conn.execute("UPDATE inbox SET crashes = crashes + 1, alone = 0 WHERE state = 'pending' AND alone")
+            await conn.execute(
+                "UPDATE inbox SET crashes = crashes + 1, alone = 0 WHERE state = 'pending' AND alone = 1"
+            )
             abandoned = [
                 row[0]
-                for row in await conn.execute_fetchall(
+                for row in await conn.all(
                     "SELECT update_id FROM inbox WHERE state = 'pending' AND crashes >= ? ORDER BY update_id",
                     (max_crashes,),
                 )
@@ -59,7 +63,7 @@ class InboxQueries(Engine):
                 (timestamp(now), max_crashes),
             )
             await conn.execute("UPDATE inbox SET replays = replays + 1 WHERE state = 'pending'")
-            rows = await conn.execute_fetchall(
+            rows = await conn.all(
                 "SELECT update_id, replays, payload FROM inbox WHERE state = 'pending' ORDER BY update_id"
             )
         return [(row[0], row[1], row[2]) for row in rows], abandoned
@@ -77,14 +81,19 @@ class InboxQueries(Engine):
 
     async def updates_handled(self, update_ids: Sequence[int], now: dt.datetime) -> None:
         """Mark updates handled; their text is dropped, their ids kept to recognise redeliveries."""
-        await self._write_one(
-            "UPDATE inbox SET state = 'handled', payload = NULL, handled_at = ?"
-            " WHERE update_id IN (SELECT value FROM json_each(?)) AND state = 'pending'",
-            (timestamp(now), json.dumps(list(update_ids))),
-        )
+        async with self._write() as conn:
+            await conn.executemany(
+                "UPDATE inbox SET state = 'handled', payload = NULL, handled_at = ? WHERE update_id = ?"
+                " AND state = 'pending'",
+                [(timestamp(now), update_id) for update_id in update_ids],
+            )
 
     async def forget_updates(self, received_before: dt.datetime) -> int:
-        """Delete handled updates received before ``received_before``; return how many."""
-        return await self._write_one(
-            "DELETE FROM inbox WHERE state != 'pending' AND received_at < ?", (timestamp(received_before),)
-        )
+        """Delete handled updates received before ``received_before``; return how many (0 when another process
+        is purging right now: the daily purge runs in one process across replicas, whichever comes first)."""
+        async with self._write() as conn:
+            if not await conn.try_lock(PURGE_LOCK):
+                return 0
+            return await conn.execute(
+                "DELETE FROM inbox WHERE state != 'pending' AND received_at < ?", (timestamp(received_before),)
+            )

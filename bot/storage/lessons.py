@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from bot.course.model import Course
 from bot.learner import Learner, LessonProgress, ReaderView
-from bot.storage.engine import Engine, Row, timestamp
+from bot.storage.backend import ADOPT_LOCK
+from bot.storage.engine import Engine, Row, Transaction, timestamp
 from bot.storage.learners import learner_from_row
 
 log = logging.getLogger(__name__)
@@ -67,9 +68,9 @@ class LessonQueries(Engine):
         async with self._write() as conn:
             await conn.execute(
                 "INSERT INTO lesson_progress (user_id, lesson_id, slide_id, furthest_slide_id, slides_read_at)"
-                " VALUES (:user, :lesson, :slide, :furthest, CASE WHEN :last THEN :now END)"
+                " VALUES (:user, :lesson, :slide, :furthest, CASE WHEN :last = 1 THEN :now END)"
                 " ON CONFLICT (user_id, lesson_id) DO UPDATE SET slide_id = :slide, furthest_slide_id = :furthest,"
-                " slides_read_at = coalesce(slides_read_at, CASE WHEN :last THEN :now END)",
+                " slides_read_at = coalesce(lesson_progress.slides_read_at, CASE WHEN :last = 1 THEN :now END)",
                 {
                     "user": user_id,
                     "lesson": lesson_id,
@@ -108,12 +109,12 @@ class LessonQueries(Engine):
     async def complete_lesson(self, user_id: int, lesson_id: str) -> bool:
         """Mark the lesson done; return True if it was not done before."""
         async with self._write() as conn:
-            cursor = await conn.execute(
+            changed = await conn.execute(
                 "UPDATE lesson_progress SET completed_at = ? WHERE user_id = ? AND lesson_id = ?"
                 " AND completed_at IS NULL AND slides_read_at IS NOT NULL",
                 (self._now(), user_id, lesson_id),
             )
-            return cursor.rowcount == 1
+            return changed == 1
 
     # The lessons as served: places follow their edits
 
@@ -126,15 +127,17 @@ class LessonQueries(Engine):
         become ids, read against ``course``. Call it at start and after every reload, before learners are served.
         """
         slides_removed = learners_moved = converted = 0
-        async with self._write():
+        async with self._write() as conn:
+            # Replicas starting together would each rewrite slide_order at once: one after the other instead.
+            await conn.lock(ADOPT_LOCK)
             for lesson in course.lessons:
                 order = [slide.id for slide in lesson.slides]
-                removed, moved = await self._adopt_slide_order(lesson.id, order)
+                removed, moved = await self._adopt_slide_order(conn, lesson.id, order)
                 slides_removed += removed
                 learners_moved += moved
-                converted += await self._convert_positions(lesson.id, order)
+                converted += await self._convert_positions(conn, lesson.id, order)
                 for question in lesson.quiz:
-                    converted += await self._convert_options(lesson.id, question.id, list(question.option_ids))
+                    converted += await self._convert_options(conn, lesson.id, question.id, list(question.option_ids))
         if slides_removed or learners_moved or converted:
             log.info(
                 "lessons adopted: %d slides removed, %d places moved to the next slide, %d positions converted",
@@ -144,10 +147,8 @@ class LessonQueries(Engine):
             )
         return Adopted(slides_removed, learners_moved, converted)
 
-    async def _adopt_slide_order(self, lesson_id: str, order: list[str]) -> tuple[int, int]:
-        rows = await self._all(
-            "SELECT slide_id, position, successor FROM slide_order WHERE lesson_id = ?", (lesson_id,)
-        )
+    async def _adopt_slide_order(self, conn: Transaction, lesson_id: str, order: list[str]) -> tuple[int, int]:
+        rows = await conn.all("SELECT slide_id, position, successor FROM slide_order WHERE lesson_id = ?", (lesson_id,))
         served = set(order)
         before = [
             row["slide_id"] for row in sorted(rows, key=lambda r: r["position"] or 0) if row["position"] is not None
@@ -167,12 +168,12 @@ class LessonQueries(Engine):
             if successor is not None and successor not in served:
                 retired[slide] = gone.get(successor)  # its successor went too: follow it on
         retired |= gone
-        await self._conn.execute("DELETE FROM slide_order WHERE lesson_id = ?", (lesson_id,))
-        await self._conn.executemany(
+        await conn.execute("DELETE FROM slide_order WHERE lesson_id = ?", (lesson_id,))
+        await conn.executemany(
             "INSERT INTO slide_order (lesson_id, slide_id, position, successor) VALUES (?, ?, ?, NULL)",
             [(lesson_id, slide, position) for position, slide in enumerate(order)],
         )
-        await self._conn.executemany(
+        await conn.executemany(
             "INSERT INTO slide_order (lesson_id, slide_id, position, successor) VALUES (?, ?, NULL, ?)",
             [(lesson_id, slide, successor) for slide, successor in retired.items()],
         )
@@ -182,24 +183,23 @@ class LessonQueries(Engine):
             index = order.index(landing)
             # Reached as far as the removed slide: read up to the one before its successor, so Next goes on.
             reached = order[index - 1] if successor is not None and index > 0 else landing
-            cursor = await self._conn.execute(
+            moved += await conn.execute(
                 "UPDATE lesson_progress SET slide_id = ? WHERE lesson_id = ? AND slide_id = ?",
                 (landing, lesson_id, slide),
             )
-            moved += cursor.rowcount
-            await self._conn.execute(
+            await conn.execute(
                 "UPDATE lesson_progress SET furthest_slide_id = ? WHERE lesson_id = ? AND furthest_slide_id = ?",
                 (reached, lesson_id, slide),
             )
         return len(gone), moved
 
-    async def _convert_positions(self, lesson_id: str, order: list[str]) -> int:
-        rows = await self._all(
+    async def _convert_positions(self, conn: Transaction, lesson_id: str, order: list[str]) -> int:
+        rows = await conn.all(
             "SELECT user_id, slide, furthest_slide FROM lesson_progress WHERE lesson_id = ? AND slide_id IS NULL",
             (lesson_id,),
         )
         last = len(order) - 1
-        await self._conn.executemany(
+        await conn.executemany(
             "UPDATE lesson_progress SET slide_id = ?, furthest_slide_id = ? WHERE user_id = ? AND lesson_id = ?",
             [
                 (order[min(row["slide"], last)], order[min(row["furthest_slide"], last)], row["user_id"], lesson_id)
@@ -208,9 +208,9 @@ class LessonQueries(Engine):
         )
         return len(rows)
 
-    async def _convert_options(self, lesson_id: str, question_id: str, option_ids: list[str]) -> int:
+    async def _convert_options(self, conn: Transaction, lesson_id: str, question_id: str, option_ids: list[str]) -> int:
         # Schema 2 showed options in file order, so a stored position is an index into the file's options.
-        rows = await self._all(
+        rows = await conn.all(
             "SELECT poll_id, option_index FROM quiz_answers"
             " WHERE lesson_id = ? AND question_id = ? AND option_id IS NULL",
             (lesson_id, question_id),
@@ -221,12 +221,12 @@ class LessonQueries(Engine):
             for row in rows
             if 0 <= row["option_index"] < len(option_ids)
         ]
-        await self._conn.executemany("UPDATE quiz_answers SET option_id = ? WHERE poll_id = ?", answers)
-        cursor = await self._conn.execute(
+        await conn.executemany("UPDATE quiz_answers SET option_id = ? WHERE poll_id = ?", answers)
+        updated = await conn.execute(
             "UPDATE quiz_polls SET options = ? WHERE lesson_id = ? AND question_id = ? AND options IS NULL",
             (" ".join(option_ids), lesson_id, question_id),
         )
-        return len(answers) + cursor.rowcount
+        return len(answers) + updated
 
     async def successor_of_removed_slide(self, lesson_id: str, slide_id: str) -> str | None:
         """Return the slide that stands where a removed slide was (see adopt_course), or None if it never was."""

@@ -8,7 +8,6 @@ finds its turn passed and changes nothing.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 
 from bot.changes import (
@@ -30,6 +29,7 @@ from bot.changes import (
     StreakDay,
 )
 from bot.learner import EventKind
+from bot.storage.backend import SyncConnection
 from bot.storage.drills import SAVE_DRILL, drill_params
 from bot.storage.engine import Engine
 from bot.storage.events import RECORD_EVENT
@@ -64,7 +64,7 @@ class OutcomeQueries(Engine):
         now = self._now()
         record_events = self.events_days != 0
 
-        def write(conn: sqlite3.Connection) -> None:
+        def write(conn: SyncConnection) -> None:
             completed: list[str] = []
             for change in changes:
                 if isinstance(change, LessonCompleted):
@@ -91,14 +91,14 @@ class OutcomeQueries(Engine):
         return True
 
 
-def _change(conn: sqlite3.Connection, user_id: int, change: Change, now: str, update_id: int | None) -> None:
+def _change(conn: SyncConnection, user_id: int, change: Change, now: str, update_id: int | None) -> None:
     match change:
         case SlideShown():
             conn.execute(
                 "INSERT INTO lesson_progress (user_id, lesson_id, slide_id, furthest_slide_id, slides_read_at)"
-                " VALUES (:user, :lesson, :slide, :furthest, CASE WHEN :last THEN :now END)"
+                " VALUES (:user, :lesson, :slide, :furthest, CASE WHEN :last = 1 THEN :now END)"
                 " ON CONFLICT (user_id, lesson_id) DO UPDATE SET slide_id = :slide, furthest_slide_id = :furthest,"
-                " slides_read_at = coalesce(slides_read_at, CASE WHEN :last THEN :now END)",
+                " slides_read_at = coalesce(lesson_progress.slides_read_at, CASE WHEN :last = 1 THEN :now END)",
                 {
                     "user": user_id,
                     "lesson": change.lesson_id,
@@ -127,9 +127,9 @@ def _change(conn: sqlite3.Connection, user_id: int, change: Change, now: str, up
         case AnswerRecorded():
             poll = change.poll
             cursor = conn.execute(
-                "INSERT OR IGNORE INTO quiz_answers"
+                "INSERT INTO quiz_answers"
                 " (poll_id, user_id, lesson_id, question_id, option_index, option_id, correct, answered_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (poll_id) DO NOTHING",
                 (
                     poll.poll_id,
                     user_id,
@@ -174,8 +174,8 @@ def _change(conn: sqlite3.Connection, user_id: int, change: Change, now: str, up
             )
         case AttemptGraded():
             conn.execute(
-                "INSERT OR IGNORE INTO exercise_attempts (user_id, lesson_id, passed, attempted_at, update_id)"
-                " VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO exercise_attempts (user_id, lesson_id, passed, attempted_at, update_id)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (user_id, change.lesson_id, int(change.passed), now, update_id),
             )
         case LanguageChosen():

@@ -28,10 +28,11 @@ class PracticeQueries(Engine):
         """Count one more hint shown (at most ``limit``); return how many are shown now."""
         async with self._write() as conn:
             await conn.execute(
-                "UPDATE learners SET hints_shown = min(hints_shown + 1, ?), updated_at = ? WHERE user_id = ?",
-                (limit, self._now(), user_id),
+                "UPDATE learners SET hints_shown = CASE WHEN hints_shown < :limit THEN hints_shown + 1 ELSE :limit END,"
+                " updated_at = :now WHERE user_id = :user",
+                {"limit": limit, "now": self._now(), "user": user_id},
             )
-            row = await self._one("SELECT hints_shown FROM learners WHERE user_id = ?", (user_id,))
+            row = await conn.one("SELECT hints_shown FROM learners WHERE user_id = ?", (user_id,))
             return int(row["hints_shown"]) if row is not None else 0
 
     async def record_attempt(self, user_id: int, lesson_id: str, passed: bool) -> None:

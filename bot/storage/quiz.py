@@ -58,7 +58,7 @@ class QuizQueries(Engine):
     async def drop_questions(self, user_id: int, question_ids: list[str]) -> tuple[str, ...]:
         """Take questions that left the lesson off the round, and the poll awaited with them; return those left."""
         async with self._write() as conn:
-            row = await self._one("SELECT quiz_queue FROM learners WHERE user_id = ?", (user_id,))
+            row = await conn.one("SELECT quiz_queue FROM learners WHERE user_id = ?", (user_id,))
             queue = tuple(row["quiz_queue"].split()) if row is not None else ()
             remaining = tuple(q for q in queue if q not in question_ids)
             await conn.execute(
@@ -75,11 +75,12 @@ class QuizQueries(Engine):
         still count (``adopt_poll``).
         """
         async with self._write() as conn:
-            cursor = await conn.execute(
-                "INSERT INTO quiz_sends (user_id, lesson_id, question_id, options, started_at) VALUES (?, ?, ?, ?, ?)",
+            row = await conn.one(
+                "INSERT INTO quiz_sends (user_id, lesson_id, question_id, options, started_at) VALUES (?, ?, ?, ?, ?)"
+                " RETURNING id",
                 (user_id, lesson_id, question_id, " ".join(options), self._now()),
             )
-            return int(cursor.lastrowid or 0)
+            return int(row["id"]) if row is not None else 0
 
     async def poll_sent(self, poll: SentPoll, message_id: int, sending: int | None = None) -> None:
         """Record a sent quiz poll as the one the learner's round awaits; its note ``sending`` is done with."""
@@ -109,17 +110,16 @@ class QuizQueries(Engine):
         """
         now = self._now()
         async with self._write() as conn:
-            cursor = await conn.execute(
+            note = await conn.one(
                 "SELECT lesson_id, question_id, options, started_at FROM quiz_sends WHERE user_id = ?"
                 " ORDER BY id DESC LIMIT 1",
                 (user_id,),
             )
-            note = await cursor.fetchone()
             if note is None:
                 return None
             await conn.execute(
-                "INSERT OR IGNORE INTO quiz_polls (poll_id, user_id, lesson_id, question_id, options, message_id,"
-                " sent_at) VALUES (?, ?, ?, ?, ?, NULL, ?)",
+                "INSERT INTO quiz_polls (poll_id, user_id, lesson_id, question_id, options, message_id,"
+                " sent_at) VALUES (?, ?, ?, ?, ?, NULL, ?) ON CONFLICT (poll_id) DO NOTHING",
                 (poll_id, user_id, note["lesson_id"], note["question_id"], note["options"], note["started_at"]),
             )
             await conn.execute(
@@ -173,10 +173,10 @@ class QuizQueries(Engine):
         """
         now = self._now()
         async with self._write() as conn:
-            cursor = await conn.execute(
-                "INSERT OR IGNORE INTO quiz_answers"
+            inserted = await conn.execute(
+                "INSERT INTO quiz_answers"
                 " (poll_id, user_id, lesson_id, question_id, option_index, option_id, correct, answered_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (poll_id) DO NOTHING",
                 (
                     poll.poll_id,
                     poll.user_id,
@@ -188,9 +188,9 @@ class QuizQueries(Engine):
                     now,
                 ),
             )
-            if cursor.rowcount != 1:
+            if inserted != 1:
                 return None
-            row = await self._one(
+            row = await conn.one(
                 "SELECT quiz_queue FROM learners WHERE user_id = ? AND quiz_poll_id = ?", (poll.user_id, poll.poll_id)
             )
             if row is None:
@@ -206,5 +206,5 @@ class QuizQueries(Engine):
 
     async def latest_answers(self, user_id: int) -> dict[tuple[str, str], Answer]:
         """Return each question's latest answer, keyed by (lesson id, question id)."""
-        rows = await self._all(f"{LATEST_ANSWER} ORDER BY rowid", {"user": user_id})
+        rows = await self._all(f"{LATEST_ANSWER} ORDER BY answered_at, poll_id", {"user": user_id})
         return {(row["lesson_id"], row["question_id"]): answer_from_row(row) for row in rows}

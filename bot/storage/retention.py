@@ -8,11 +8,11 @@ whole seconds since the Unix epoch, UTC; every value is bound; each method is on
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.storage.backend import Row
 from bot.storage.engine import Engine
 
 # A card met for the first time; one met before is kept (its first answer stays its first review).
@@ -93,18 +93,18 @@ class RetentionStore:
     async def meet_card(self, card: Mapping[str, Any], entry: Mapping[str, Any], update_id: int | None) -> bool:
         """Store a card the learner just met, with its first review; False if it exists already (met before)."""
         async with self._db._write() as conn:
-            cursor = await conn.execute(MEET_CARD, card_params(card))
+            changed = await conn.execute(MEET_CARD, card_params(card))
             await conn.execute(LOG_IF_CHANGED, log_params(entry, update_id))
-            return cursor.rowcount == 1
+            return changed == 1
 
     async def review_card(
         self, card: Mapping[str, Any], before_last_review: int | None, entry: Mapping[str, Any], update_id: int | None
     ) -> bool:
         """Store a reviewed card if it is still as it was reviewed from; False if another answer changed it first."""
         async with self._db._write() as conn:
-            cursor = await conn.execute(REVIEW_CARD, {**card_params(card), "before": before_last_review})
+            changed = await conn.execute(REVIEW_CARD, {**card_params(card), "before": before_last_review})
             await conn.execute(LOG_IF_CHANGED, log_params(entry, update_id))
-            return cursor.rowcount == 1
+            return changed == 1
 
     async def cards(self, user_id: int) -> list[dict[str, Any]]:
         """Return every card of the learner, as rows by column name (ReviewCard.from_columns reads them)."""
@@ -160,12 +160,12 @@ class RetentionStore:
         Any activity answers the reminders sent before it: they no longer count as ignored.
         """
         async with self._db._write() as conn:
-            cursor = await conn.execute(
+            added = await conn.execute(
                 "INSERT OR IGNORE INTO activity (user_id, at) SELECT ?, ? WHERE NOT EXISTS"
                 " (SELECT 1 FROM activity WHERE user_id = ? AND at > ?)",
                 (user_id, now, user_id, now - step_seconds),
             )
-            if cursor.rowcount != 1:
+            if added != 1:
                 return False
             await conn.execute(
                 "UPDATE learners SET reminders_ignored = 0 WHERE user_id = ? AND reminders_ignored != 0", (user_id,)
@@ -275,7 +275,7 @@ class RetentionStore:
         claimed: list[Claim] = []
         async with self._db._write() as conn:
             for claim, remind_at, status in claims:
-                cursor = await conn.execute(
+                claimed_now = await conn.execute(
                     "INSERT OR IGNORE INTO reminders_sent (user_id, day, snoozed, claimed_at) VALUES (?, ?, ?, ?)",
                     (claim.user_id, claim.day, int(claim.snoozed), now),
                 )
@@ -284,7 +284,7 @@ class RetentionStore:
                     " AND reminders IN ('on', 'paused')",
                     (remind_at, status, claim.user_id),
                 )
-                if cursor.rowcount == 1:
+                if claimed_now == 1:
                     await conn.execute(
                         "UPDATE learners SET last_reminder = ?, reminders_ignored = reminders_ignored + 1"
                         " WHERE user_id = ?",
@@ -333,7 +333,7 @@ class RetentionStore:
 
 
 def _reminder_row(
-    row: sqlite3.Row, cards: sqlite3.Row | None, unfinished: Mapping[int, str], activity: Mapping[int, list[int]]
+    row: Row, cards: Row | None, unfinished: Mapping[int, str], activity: Mapping[int, list[int]]
 ) -> ReminderRow:
     user_id = int(row["user_id"])
     return ReminderRow(

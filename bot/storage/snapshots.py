@@ -49,7 +49,7 @@ class SnapshotQueries(Engine):
             " AND p.lesson_id = :lesson) AS place,"
             " (SELECT json_group_array(json_object('lesson_id', lesson_id, 'question_id', question_id,"
             f" 'option_id', option_id, 'correct', correct)) FROM ({LATEST_ANSWER} AND lesson_id = :lesson"
-            " ORDER BY rowid)) AS answers,"
+            " ORDER BY answered_at, poll_id) AS latest) AS answers,"
             " (SELECT json_group_array(json_object('drill_id', drill_id, 'placed', placed, 'ruled_out', ruled_out,"
             " 'turn', turn, 'tries', tries, 'done', done, 'checked', checked, 'solved_at', solved_at))"
             " FROM drill_progress WHERE user_id = :user AND lesson_id = :lesson) AS drills",
