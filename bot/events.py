@@ -1,8 +1,8 @@
 """Learning events (what learners do, for `coursebot stats`): kept COURSEBOT_EVENTS_DAYS days, purged when the
 bot starts and once a day after.
 
-Events are recorded where learners act, through Database.record_event (bot.learner.EventKind lists the
-kinds and what each row holds); the Telegram user id is the only personal datum they carry.
+Events are recorded where learners act, with the rest of their update's outcome (Database.store; bot.learner.EventKind
+lists the kinds and what each row holds); the Telegram user id is the only personal datum they carry.
 """
 
 from __future__ import annotations

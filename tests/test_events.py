@@ -1,6 +1,6 @@
-"""Learning events: recorded through Database.record_event, kept COURSEBOT_EVENTS_DAYS days and purged at start
-and daily on an injected clock (no test waits for a day to pass); and recorded where learners act, through the
-real bot."""
+"""Learning events: recorded with their update's outcome (Database.store) once per update, kept
+COURSEBOT_EVENTS_DAYS days and purged at start and daily on an injected clock (no test waits for a day to pass);
+and recorded where learners act, through the real bot."""
 
 from __future__ import annotations
 
@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 
 from bot import events
+from bot.changes import Event
 from bot.learner import EventKind
 from bot.library.load import load_valid
 from bot.storage.db import Database
 from tests.conftest import LESSONS, LOCALES, peek
 from tests.journey import send_and_wait, solve_drills, tap_and_wait_edit, tap_and_wait_message
+from tests.outcomes import stored
 from tests.test_storage import rows
 
 START = dt.datetime(2026, 3, 1, 9, 0, tzinfo=dt.UTC)
@@ -59,29 +61,21 @@ def events_of(path: Path, columns: str = "kind, item_id") -> list[tuple]:
     return rows(path, f"SELECT {columns} FROM events ORDER BY id")
 
 
+async def record(db: Database, event: Event, *, user: int = USER, update_id: int | None = None) -> None:
+    """Record one event as the only thing an update stores."""
+    assert await stored(db, user, events=(event,), update_id=update_id)
+
+
 async def slide(db: Database, slide_id: str, lesson: str = "grad") -> None:
-    await db.record_event(user_id=USER, language="en", lesson_id=lesson, kind=EventKind.SLIDE, item_id=slide_id)
+    await record(db, Event(EventKind.SLIDE, lesson, item_id=slide_id))
 
 
 async def test_an_event_is_one_row_with_the_contracts_columns(db):
-    await db.record_event(
-        user_id=USER,
-        language="ru",
-        lesson_id="grad",
-        kind=EventKind.ANSWER,
-        item_id="second-pass",
-        option_id="twelve",
-        verdict="right",
-    )
-    await db.record_event(  # as the practice's verdict records a run (the user id may come first, unnamed)
-        USER,
-        language="ru",
-        lesson_id="grad",
-        kind="run",
-        item_id="exercise",
-        verdict="failed",
-        failed_check="x",
-    )
+    answer = Event(EventKind.ANSWER, "grad", item_id="second-pass", option_id="twelve", verdict="right")
+    assert await stored(db, USER, events=(answer,), language="ru")
+    # As the practice's verdict records a run.
+    run = Event(EventKind.RUN, "grad", item_id="exercise", verdict="failed", failed_check="x")
+    assert await stored(db, USER, events=(run,), language="ru")
     assert await events_in(db, "user_id, at, language, lesson_id, kind, item_id, option_id, verdict, failed_check") == [
         (USER, "2026-03-01T09:00:00.000+00:00", "ru", "grad", "answer", "second-pass", "twelve", "right", None),
         (USER, "2026-03-01T09:00:00.000+00:00", "ru", "grad", "run", "exercise", None, "failed", "x"),
@@ -100,7 +94,7 @@ async def test_a_slide_records_the_time_spent_on_the_previous_slide_of_the_lesso
     clock.advance(40)
     # Back to s1, recorded as the handler does: the slide shown, then the slide gone back from.
     await slide(db, "s1")
-    await db.record_event(user_id=USER, language="en", lesson_id="grad", kind=EventKind.BACK, item_id="s2")
+    await record(db, Event(EventKind.BACK, "grad", item_id="s2"))
     clock.advance(3)
     await slide(db, "s2")
     assert await events_in(db, "kind, item_id, seconds") == [
@@ -115,23 +109,47 @@ async def test_a_slide_records_the_time_spent_on_the_previous_slide_of_the_lesso
 async def test_time_on_a_slide_is_not_counted_across_other_work_or_another_lesson(db, clock):
     await slide(db, "s1")
     clock.advance(30)
-    await db.record_event(user_id=USER, language="en", lesson_id="grad", kind=EventKind.HINT, item_id="1")
+    await record(db, Event(EventKind.HINT, "grad", item_id="1"))
     clock.advance(30)
     await slide(db, "s2")
     await slide(db, "a1", lesson="backward")
     clock.advance(10)
     await slide(db, "s3")
-    await db.record_event(user_id=USER + 1, language="en", lesson_id="grad", kind=EventKind.SLIDE, item_id="s1")
+    await record(db, Event(EventKind.SLIDE, "grad", item_id="s1"), user=USER + 1)
     assert [r[0] for r in await events_in(db, "seconds")] == [None, None, None, None, None, None]
 
 
 async def test_no_event_is_recorded_while_events_are_kept_zero_days(tmp_path):
     database = await Database.open(tmp_path / "none.sqlite3", events_days=0)
     try:
-        await database.record_event(user_id=USER, language="en", lesson_id="grad", kind=EventKind.DONE)
+        assert await stored(database, USER, events=(Event(EventKind.DONE, "grad"),))
     finally:
         await database.close()
     assert events_of(tmp_path / "none.sqlite3") == []
+
+
+async def test_an_updates_events_are_recorded_once_however_often_it_is_replayed(db, clock):
+    tap = (Event(EventKind.SLIDE, "grad", item_id="s2"), Event(EventKind.BACK, "grad", item_id="s3"))
+    done = Event(EventKind.DONE, "grad")  # no item: still one per update
+    for _replay in range(2):
+        assert await stored(db, USER, events=(*tap, done), update_id=71)
+        clock.advance(5)
+    # Another update doing the same, and the same update id from another learner, are events of their own.
+    assert await stored(db, USER, events=tap, update_id=72)
+    assert await stored(db, USER + 1, events=tap, update_id=71)
+    assert await events_in(db, "user_id, update_id, kind, item_id") == [
+        (USER, 71, "slide", "s2"),
+        (USER, 71, "back", "s3"),
+        (USER, 71, "done", None),
+        (USER, 72, "slide", "s2"),
+        (USER, 72, "back", "s3"),
+        (USER + 1, 71, "slide", "s2"),
+        (USER + 1, 71, "back", "s3"),
+    ]
+    # Without an update id (an update that did not come through the inbox, never replayed) each write records.
+    await record(db, Event(EventKind.HINT, "grad", item_id="1"))
+    await record(db, Event(EventKind.HINT, "grad", item_id="1"))
+    assert await peek(db, "SELECT count(*) FROM events WHERE kind = 'hint' AND update_id IS NULL") == [(2,)]
 
 
 async def test_events_older_than_the_days_kept_are_purged_on_the_databases_clock(db, clock):

@@ -17,12 +17,14 @@ import pytest
 
 import bot.storage.db as db_module
 import bot.storage.engine as engine_module
+from bot.changes import AnswerRecorded, LanguageChosen, LessonCompleted, QuizStarted, ReaderAt, SlideShown
 from bot.errors import StorageError
 from bot.learner import LessonProgress, ReaderView, SentPoll
-from bot.storage.db import Database, Recorded, backup
+from bot.storage.db import Database, backup
 from bot.storage.migrations import MIGRATIONS
 from bot.storage.migrations_pg import POSTGRES_MIGRATIONS
 from tests.conftest import peek
+from tests.outcomes import answered, stored
 from tests.pg import free_port
 
 USER, CHAT = 1001, 2001
@@ -243,9 +245,9 @@ async def test_chat_id_follows_the_latest_update(db):
 
 async def test_chosen_language_is_stored_and_can_be_cleared(db):
     await db.learner(USER, CHAT, "en")
-    await db.set_language(USER, "ru")
+    assert await stored(db, USER, LanguageChosen("ru"))
     assert (await db.find_learner(USER)).language == "ru"
-    await db.set_language(USER, None)
+    assert await stored(db, USER, LanguageChosen(None))
     assert (await db.find_learner(USER)).language is None
 
 
@@ -262,11 +264,12 @@ async def show(
     lesson: str = "grad",
     message_id: int | None = None,
 ) -> None:
-    """Show slide number ``slide`` (id s<n>) the way the lesson handler does."""
+    """Show slide number ``slide`` (id s<n>) the way the lesson handler does: its place, and the message that shows
+    it when a new one was sent, in one outcome."""
     reached = slide if furthest is None else furthest
-    await db.show_slide(
-        user, lesson, f"s{slide}", furthest_slide_id=f"s{reached}", last=slide == last, message_id=message_id
-    )
+    shown = SlideShown(lesson, f"s{slide}", f"s{reached}", last=slide == last)
+    reader = (ReaderAt(message_id, ReaderView.SLIDE),) if message_id is not None else ()
+    assert await stored(db, user, shown, *reader)
 
 
 async def test_learners_are_kept_apart(db):
@@ -306,23 +309,31 @@ async def test_a_lesson_whose_first_shown_slide_is_the_last_is_read(db):
     assert (await db.progress(USER))["grad"].slides_read is True
 
 
-async def test_set_reader_message_remembers_the_message_and_view(db):
+async def test_the_reader_message_is_remembered_with_its_view(db):
     await db.learner(USER, CHAT, "en")
-    await db.set_reader_message(USER, 77, ReaderView.MENU)
+    assert await stored(db, USER, ReaderAt(77, ReaderView.MENU))
     learner = await db.find_learner(USER)
     assert (learner.reader_message_id, learner.reader_view) == (77, ReaderView.MENU)
 
 
-async def test_complete_lesson_requires_the_slides_read(db):
+async def done_events(db: Database, user_id: int = USER) -> int:
+    [(count,)] = await peek(db, f"SELECT count(*) FROM events WHERE user_id = {int(user_id)} AND kind = 'done'")
+    return int(count)
+
+
+async def test_a_lesson_completes_once_and_only_with_its_slides_read(db):
+    # Its DONE event is the sign it was done just now: recorded with the first completion only.
     await db.learner(USER, CHAT, "en")
-    assert await db.complete_lesson(USER, "grad") is False  # never opened
+    assert await stored(db, USER, LessonCompleted("grad"))  # never opened
+    assert await db.progress(USER) == {} and await done_events(db) == 0
     await show(db, 4)
-    assert await db.complete_lesson(USER, "grad") is False  # slides not read
-    assert (await db.progress(USER))["grad"].completed is False
+    assert await stored(db, USER, LessonCompleted("grad"))  # slides not read
+    assert (await db.progress(USER))["grad"].completed is False and await done_events(db) == 0
     await show(db, 12)
-    assert await db.complete_lesson(USER, "grad") is True
-    assert await db.complete_lesson(USER, "grad") is False  # already done
-    assert (await db.progress(USER))["grad"].completed is True
+    assert await stored(db, USER, LessonCompleted("grad"))
+    assert (await db.progress(USER))["grad"].completed is True and await done_events(db) == 1
+    assert await stored(db, USER, LessonCompleted("grad"))  # already done
+    assert (await db.progress(USER))["grad"].completed is True and await done_events(db) == 1
 
 
 # Quick Check.
@@ -336,7 +347,7 @@ def sent(poll_id: str, question: str, lesson: str = "grad") -> SentPoll:
 
 async def _quiz(db: Database, questions: list[str], seed: int = 7) -> None:
     await db.learner(USER, CHAT, "en")
-    await db.start_quiz(USER, "grad", questions, seed)
+    assert await stored(db, USER, QuizStarted("grad", tuple(questions), seed))
 
 
 async def test_start_quiz_queues_the_questions_with_the_rounds_seed(db):
@@ -355,8 +366,8 @@ async def test_poll_sent_is_the_awaited_poll_with_its_options_in_the_order_shown
     poll = SentPoll("poll-1", USER, "grad", "q-one", ("c", "a", "d", "b"))
     await db.poll_sent(poll, message_id=10)
     assert (await db.find_learner(USER)).quiz_poll_id == "poll-1"
-    assert await db.sent_poll("poll-1") == poll
-    assert await db.sent_poll("poll-2") is None
+    assert await db.answered_poll("poll-1") == (poll, False)
+    assert await db.answered_poll("poll-2") is None
     assert await db.poll_message("poll-1") == 10
 
 
@@ -378,23 +389,26 @@ async def test_answering_the_awaited_poll_pops_its_question(db):
     await _quiz(db, ["q-one", "q-two"])
     first = sent("poll-1", "q-one")
     await db.poll_sent(first, message_id=10)
-    assert await db.record_answer(first, 0, "a", True) == Recorded(("q-two",))
+    assert await answered(db, USER, first, 0, True)
     learner = await db.find_learner(USER)
     assert (learner.quiz_queue, learner.quiz_poll_id, learner.quiz_lesson_id) == (("q-two",), None, "grad")
     second = sent("poll-2", "q-two")
     await db.poll_sent(second, message_id=11)
-    assert await db.record_answer(second, 2, "c", False) == Recorded(())
+    assert await answered(db, USER, second, 2, False)
     learner = await db.find_learner(USER)
     assert (learner.quiz_queue, learner.quiz_poll_id, learner.quiz_lesson_id) == ((), None, None)
 
 
-async def test_recording_the_same_poll_twice_returns_none_the_second_time(db, db_path):
+async def test_a_second_answer_to_the_same_poll_stores_nothing_of_its_outcome(db, db_path):
     await _quiz(db, ["q-one", "q-two"])
     poll = sent("poll-1", "q-one")
     await db.poll_sent(poll, message_id=10)
-    assert await db.record_answer(poll, 0, "a", True) == Recorded(("q-two",))
-    assert await db.record_answer(poll, 1, "b", False) is None
+    assert await answered(db, USER, poll, 0, True, update_id=1)
+    assert await db.answered_poll("poll-1") == (poll, True)
+    # Another update answering it again (never the same update: that one's events are keyed by its id).
+    assert await answered(db, USER, poll, 1, False, update_id=2) is False
     assert await answers_in(db) == 1
+    assert await peek(db, "SELECT kind, option_id, update_id FROM events") == [("answer", "a", 1)]
     assert (await db.latest_answers(USER))[("grad", "q-one")].option_id == "a"
     assert (await db.find_learner(USER)).quiz_queue == ("q-two",)
 
@@ -405,9 +419,16 @@ async def test_answer_to_a_poll_not_awaited_is_recorded_but_pops_nothing(db):
     await db.poll_sent(old, message_id=9)
     awaited = sent("poll-1", "q-one")
     await db.poll_sent(awaited, message_id=10)
-    assert await db.record_answer(old, 1, "b", False) == Recorded(None)
+    assert await answered(db, USER, old, 1, False)
     learner = await db.find_learner(USER)
     assert (learner.quiz_queue, learner.quiz_poll_id) == (("q-one", "q-two"), "poll-1")
+    # An outcome decided while its poll was awaited moves nothing once another poll is awaited (it was resent).
+    await db.poll_sent(sent("poll-2", "q-one"), message_id=11)
+    stale = AnswerRecorded(awaited, 0, "a", True, remaining=("q-two",))
+    assert await stored(db, USER, stale)
+    learner = await db.find_learner(USER)
+    assert (learner.quiz_queue, learner.quiz_poll_id) == (("q-one", "q-two"), "poll-2")
+    assert (await db.latest_answers(USER))[("grad", "q-one")].option_id == "a"
     answer = (await db.latest_answers(USER))[("grad", "q-two")]
     assert (answer.option_id, answer.correct) == ("b", False)
 
@@ -416,7 +437,7 @@ async def test_an_answer_is_kept_by_option_id_and_the_position_tapped(db, db_pat
     await _quiz(db, ["q-one"])
     poll = SentPoll("poll-1", USER, "grad", "q-one", ("d", "b", "a", "c"))
     await db.poll_sent(poll, message_id=10)
-    await db.record_answer(poll, 2, "a", True)
+    assert await answered(db, USER, poll, 2, True)
     assert await peek(db, "SELECT option_index, option_id, correct FROM quiz_answers") == [(2, "a", 1)]
 
 
@@ -431,7 +452,7 @@ async def test_latest_answers_keep_only_the_latest_answer_per_question(db, db_pa
     for poll_id, question, option, correct in answers:
         poll = sent(poll_id, question)
         await db.poll_sent(poll, message_id=None)
-        await db.record_answer(poll, OPTIONS.index(option), option, correct)
+        assert await answered(db, USER, poll, OPTIONS.index(option), correct)
     latest = await db.latest_answers(USER)
     assert set(latest) == {("grad", "q-one"), ("grad", "q-two")}
     assert (latest[("grad", "q-one")].option_id, latest[("grad", "q-one")].correct) == ("a", True)
@@ -442,7 +463,7 @@ async def test_latest_answers_keep_only_the_latest_answer_per_question(db, db_pa
 async def test_a_new_round_replaces_the_round_under_way(db):
     await _quiz(db, ["q-one", "q-two"])
     await db.poll_sent(sent("poll-1", "q-one"), message_id=10)
-    await db.start_quiz(USER, "backward", ["b-one"], 8)
+    assert await stored(db, USER, QuizStarted("backward", ("b-one",), 8))
     learner = await db.find_learner(USER)
     assert (learner.quiz_lesson_id, learner.quiz_queue, learner.quiz_poll_id, learner.quiz_seed) == (
         "backward",
@@ -467,13 +488,13 @@ async def test_questions_that_left_the_lesson_are_dropped_with_the_poll_awaited(
 
 async def test_reset_clears_progress_and_answers_but_keeps_the_language(db, db_path):
     await db.learner(USER, CHAT, "ru")
-    await db.set_language(USER, "ru")
+    assert await stored(db, USER, LanguageChosen("ru"))
     await show(db, 12, message_id=30)
-    await db.complete_lesson(USER, "grad")
-    await db.start_quiz(USER, "grad", ["q-one", "q-two"], 7)
+    assert await stored(db, USER, LessonCompleted("grad"))
+    assert await stored(db, USER, QuizStarted("grad", ("q-one", "q-two"), 7))
     poll = sent("poll-1", "q-one")
     await db.poll_sent(poll, message_id=31)
-    await db.record_answer(poll, 0, "a", True)
+    assert await answered(db, USER, poll, 0, True)
     await db.learner(USER + 1, CHAT + 1, "en")
     await show(db, 3, user=USER + 1)
 
@@ -486,7 +507,7 @@ async def test_reset_clears_progress_and_answers_but_keeps_the_language(db, db_p
     assert await db.progress(USER) == {}
     assert await db.latest_answers(USER) == {}
     assert await answers_in(db) == 0
-    assert await db.sent_poll("poll-1") is None
+    assert await db.answered_poll("poll-1") is None
     assert "grad" in await db.progress(USER + 1)
 
 

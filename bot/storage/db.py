@@ -16,7 +16,7 @@ from bot.storage.learners import LearnerQueries
 from bot.storage.lessons import Adopted, LessonQueries
 from bot.storage.outcomes import OutcomeQueries
 from bot.storage.practice import PracticeQueries
-from bot.storage.quiz import QuizQueries, Recorded
+from bot.storage.quiz import QuizQueries
 from bot.storage.sending import SendingQueries
 from bot.storage.snapshots import SnapshotQueries
 
@@ -26,7 +26,6 @@ __all__ = [
     "Clock",
     "Database",
     "Engine",
-    "Recorded",
     "backup",
     "ensure_writable",
     "timestamp",

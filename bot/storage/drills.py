@@ -52,26 +52,8 @@ def drill_params(
 
 
 class DrillQueries(Engine):
-    """Drill attempts: read, saved if unchanged, counted solved."""
-
-    async def drill_progress(self, user_id: int, lesson_id: str) -> dict[str, DrillProgress]:
-        """Return the learner's attempt at each drill of a lesson they touched, by drill id."""
-        rows = await self._all(
-            "SELECT drill_id, placed, ruled_out, turn, tries, done, checked, solved_at FROM drill_progress"
-            " WHERE user_id = ? AND lesson_id = ?",
-            (user_id, lesson_id),
-        )
-        return {row["drill_id"]: drill_progress_from_row(row) for row in rows}
-
-    async def save_drill(
-        self, user_id: int, lesson_id: str, drill_id: str, before: DrillProgress, after: DrillProgress
-    ) -> bool:
-        """Store ``after`` if the stored attempt is still ``before``; return False if another tap changed it first."""
-        async with self._write() as conn:
-            changed = await conn.execute(
-                SAVE_DRILL, drill_params(user_id, lesson_id, drill_id, before, after, self._now())
-            )
-            return changed == 1
+    """Drill attempts counted solved (read with their lesson by bot.storage.snapshots, saved by compare-and-set
+    with their update's outcome by bot.storage.outcomes)."""
 
     async def drills_solved(self, user_id: int) -> dict[str, set[str]]:
         """Return the drills the learner has solved, as drill ids by lesson id."""

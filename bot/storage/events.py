@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-from bot.learner import EventKind
 from bot.storage.backend import PURGE_LOCK
 from bot.storage.engine import Engine, timestamp
 
@@ -25,46 +24,7 @@ RECORD_EVENT = (
 
 
 class EventQueries(Engine):
-    """Learning events: recorded and purged."""
-
-    async def record_event(
-        self,
-        user_id: int,
-        *,
-        language: str,
-        lesson_id: str,
-        kind: EventKind | str,
-        item_id: str | None = None,
-        option_id: str | None = None,
-        verdict: str | None = None,
-        failed_check: str | None = None,
-        seconds: float | None = None,
-    ) -> None:
-        """Record one learning event (bot.learner.EventKind says what each kind's fields hold).
-
-        For a slide, ``seconds`` left out is the time since the learner's previous slide of this lesson: it
-        stays None when something else came between (another lesson, the Quick Check, practice) or for the
-        first. Nothing is recorded while events are kept 0 days.
-        """
-        if self.events_days == 0:
-            return
-        # One statement (one round trip on every tap).
-        await self._write_one(
-            RECORD_EVENT,
-            {
-                "user": user_id,
-                "at": self._now(),
-                "language": language,
-                "lesson": lesson_id,
-                "kind": str(kind),
-                "item": item_id,
-                "option": option_id,
-                "verdict": verdict,
-                "check": failed_check,
-                "seconds": seconds,
-                "update": None,
-            },
-        )
+    """Learning events: purged (they are recorded with their update's outcome, bot.storage.outcomes)."""
 
     async def purge_events(self) -> int:
         """Delete the learning events older than the days they are kept; return how many went."""

@@ -66,13 +66,6 @@ class LearnerQueries(Engine):
         )
         return learner_from_row(row) if row is not None else None
 
-    async def set_language(self, user_id: int, language: str | None) -> None:
-        """Store the learner's chosen language (None: follow Telegram's)."""
-        async with self._write() as conn:
-            await conn.execute(
-                "UPDATE learners SET language = ?, updated_at = ? WHERE user_id = ?", (language, self._now(), user_id)
-            )
-
     async def reset(self, user_id: int) -> None:
         """Forget the learner's progress and answers; keep who they are and their language."""
         async with self._write() as conn:

@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass
 
 from bot.course.model import Course
-from bot.learner import Learner, LessonProgress, ReaderView
+from bot.learner import Learner, LessonProgress
 from bot.storage.backend import ADOPT_LOCK
 from bot.storage.engine import Engine, Row, Transaction, timestamp
 from bot.storage.learners import learner_from_row
@@ -49,43 +49,6 @@ class LessonQueries(Engine):
         )
         return {row["lesson_id"]: lesson_progress_from_row(row) for row in rows}
 
-    async def show_slide(
-        self,
-        user_id: int,
-        lesson_id: str,
-        slide_id: str,
-        *,
-        furthest_slide_id: str,
-        last: bool,
-        message_id: int | None,
-    ) -> None:
-        """Put the learner on ``slide_id`` of ``lesson_id``, shown in ``message_id``.
-
-        ``furthest_slide_id`` is the furthest slide reached, this one included; ``last`` says this is the
-        lesson's last slide, which marks its slides read for good.
-        """
-        now = self._now()
-        async with self._write() as conn:
-            await conn.execute(
-                "INSERT INTO lesson_progress (user_id, lesson_id, slide_id, furthest_slide_id, slides_read_at)"
-                " VALUES (:user, :lesson, :slide, :furthest, CASE WHEN :last = 1 THEN :now END)"
-                " ON CONFLICT (user_id, lesson_id) DO UPDATE SET slide_id = :slide, furthest_slide_id = :furthest,"
-                " slides_read_at = coalesce(lesson_progress.slides_read_at, CASE WHEN :last = 1 THEN :now END)",
-                {
-                    "user": user_id,
-                    "lesson": lesson_id,
-                    "slide": slide_id,
-                    "furthest": furthest_slide_id,
-                    "last": int(last),
-                    "now": now,
-                },
-            )
-            await conn.execute(
-                "UPDATE learners SET lesson_id = ?, reader_message_id = coalesce(?, reader_message_id),"
-                " reader_view = 'slide', updated_at = ? WHERE user_id = ?",
-                (lesson_id, message_id, now, user_id),
-            )
-
     async def slide_readers(self, since: dt.datetime) -> list[tuple[Learner, LessonProgress]]:
         """Return the learners reading a slide whose place changed since ``since``, each with that lesson's progress."""
         rows = await self._all(
@@ -98,23 +61,6 @@ class LessonQueries(Engine):
             (timestamp(since),),
         )
         return [(learner_from_row(row), lesson_progress_from_row(row)) for row in rows]
-
-    async def set_reader_message(self, user_id: int, message_id: int, view: ReaderView) -> None:
-        """Remember which message is edited in place for the learner, and what it shows."""
-        await self._write_one(
-            "UPDATE learners SET reader_message_id = ?, reader_view = ?, updated_at = ? WHERE user_id = ?",
-            (message_id, view.value, self._now(), user_id),
-        )
-
-    async def complete_lesson(self, user_id: int, lesson_id: str) -> bool:
-        """Mark the lesson done; return True if it was not done before."""
-        async with self._write() as conn:
-            changed = await conn.execute(
-                "UPDATE lesson_progress SET completed_at = ? WHERE user_id = ? AND lesson_id = ?"
-                " AND completed_at IS NULL AND slides_read_at IS NOT NULL",
-                (self._now(), user_id, lesson_id),
-            )
-            return changed == 1
 
     # The lessons as served: places follow their edits
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
 
 from bot.learner import Answer, SentPoll
 from bot.storage.engine import Engine, Row
@@ -36,24 +35,8 @@ def answer_from_row(row: Row) -> Answer:
     )
 
 
-@dataclass(frozen=True)
-class Recorded:
-    """An answer just recorded, and what it did to the learner's round."""
-
-    remaining: tuple[str, ...] | None  # the questions left, or None: its poll was not the one awaited
-
-
 class QuizQueries(Engine):
     """Quick Check rounds, polls and answers."""
-
-    async def start_quiz(self, user_id: int, lesson_id: str, question_ids: list[str], seed: int) -> None:
-        """Queue the questions of a Quick Check round, replacing any round under way; ``seed`` is its shuffle."""
-        async with self._write() as conn:
-            await conn.execute(
-                "UPDATE learners SET quiz_lesson_id = ?, quiz_queue = ?, quiz_poll_id = NULL, quiz_seed = ?,"
-                " updated_at = ? WHERE user_id = ?",
-                (lesson_id, " ".join(question_ids), seed, self._now(), user_id),
-            )
 
     async def drop_questions(self, user_id: int, question_ids: list[str]) -> tuple[str, ...]:
         """Take questions that left the lesson off the round, and the poll awaited with them; return those left."""
@@ -138,13 +121,6 @@ class QuizQueries(Engine):
             )
         return SentPoll(poll_id, user_id, note["lesson_id"], note["question_id"], tuple(note["options"].split()))
 
-    async def sent_poll(self, poll_id: str) -> SentPoll | None:
-        """Return the poll the bot sent with this id, or None."""
-        row = await self._one(
-            "SELECT poll_id, user_id, lesson_id, question_id, options FROM quiz_polls WHERE poll_id = ?", (poll_id,)
-        )
-        return sent_poll_from_row(row) if row is not None else None
-
     async def answered_poll(self, poll_id: str) -> tuple[SentPoll, bool] | None:
         """Return the poll the bot sent with this id and whether its answer is recorded, or None (one read)."""
         row = await self._one(
@@ -164,45 +140,6 @@ class QuizQueries(Engine):
         """Return the id of the message that carries the poll, if known."""
         row = await self._one("SELECT message_id FROM quiz_polls WHERE poll_id = ?", (poll_id,))
         return int(row["message_id"]) if row is not None and row["message_id"] is not None else None
-
-    async def record_answer(self, poll: SentPoll, option_index: int, option_id: str, correct: bool) -> Recorded | None:
-        """Record an answer (the position tapped, and the option there); if it answers the awaited poll, pop
-        its question from the round.
-
-        Returns None when this poll's answer was recorded before.
-        """
-        now = self._now()
-        async with self._write() as conn:
-            inserted = await conn.execute(
-                "INSERT INTO quiz_answers"
-                " (poll_id, user_id, lesson_id, question_id, option_index, option_id, correct, answered_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (poll_id) DO NOTHING",
-                (
-                    poll.poll_id,
-                    poll.user_id,
-                    poll.lesson_id,
-                    poll.question_id,
-                    option_index,
-                    option_id,
-                    int(correct),
-                    now,
-                ),
-            )
-            if inserted != 1:
-                return None
-            row = await conn.one(
-                "SELECT quiz_queue FROM learners WHERE user_id = ? AND quiz_poll_id = ?", (poll.user_id, poll.poll_id)
-            )
-            if row is None:
-                return Recorded(None)
-            remaining = tuple(q for q in row["quiz_queue"].split() if q != poll.question_id)
-            await conn.execute(
-                "UPDATE learners SET quiz_queue = ?, quiz_poll_id = NULL,"
-                " quiz_lesson_id = CASE WHEN ? = '' THEN NULL ELSE quiz_lesson_id END,"
-                " updated_at = ? WHERE user_id = ?",
-                (" ".join(remaining), " ".join(remaining), now, poll.user_id),
-            )
-            return Recorded(remaining)
 
     async def latest_answers(self, user_id: int) -> dict[tuple[str, str], Answer]:
         """Return each question's latest answer, keyed by (lesson id, question id)."""

@@ -90,22 +90,6 @@ class RetentionStore:
 
     # Review cards
 
-    async def meet_card(self, card: Mapping[str, Any], entry: Mapping[str, Any], update_id: int | None) -> bool:
-        """Store a card the learner just met, with its first review; False if it exists already (met before)."""
-        async with self._db._write() as conn:
-            changed = await conn.execute(MEET_CARD, card_params(card))
-            await conn.execute(LOG_IF_CHANGED, log_params(entry, update_id))
-            return changed == 1
-
-    async def review_card(
-        self, card: Mapping[str, Any], before_last_review: int | None, entry: Mapping[str, Any], update_id: int | None
-    ) -> bool:
-        """Store a reviewed card if it is still as it was reviewed from; False if another answer changed it first."""
-        async with self._db._write() as conn:
-            changed = await conn.execute(REVIEW_CARD, {**card_params(card), "before": before_last_review})
-            await conn.execute(LOG_IF_CHANGED, log_params(entry, update_id))
-            return changed == 1
-
     async def cards(self, user_id: int) -> list[dict[str, Any]]:
         """Return every card of the learner, as rows by column name (ReviewCard.from_columns reads them)."""
         rows = await self._db._all(f"SELECT {CARD_COLUMNS} FROM review_cards WHERE user_id = ?", (user_id,))
@@ -171,10 +155,6 @@ class RetentionStore:
                 "UPDATE learners SET reminders_ignored = 0 WHERE user_id = ? AND reminders_ignored != 0", (user_id,)
             )
             return True
-
-    async def note_finished(self, user_id: int, day: str) -> None:
-        """Count ``day`` (the learner's local day, ISO) in their streak."""
-        await self._db._write_one(STREAK_DAY, {"user": user_id, "day": day})
 
     async def streak_days(self, user_id: int, since: str) -> list[str]:
         """Return the learner's streak days from ``since`` on (ISO dates)."""
@@ -325,11 +305,6 @@ class RetentionStore:
             )
             == 1
         )
-
-    async def reminders_status(self, user_id: int) -> str:
-        """Return the learner's reminder status ('unasked' for one never stored)."""
-        row = await self._db._one("SELECT reminders FROM learners WHERE user_id = ?", (user_id,))
-        return str(row["reminders"]) if row is not None else "unasked"
 
 
 def _reminder_row(
