@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from bot.changes import AttemptGraded, PracticeLeft
 from bot.i18n import I18n, _
 from bot.library.load import load_valid
 from tests.conftest import LESSONS, LOCALES, answers_recorded
 from tests.journey import button_texts, send_and_wait, tap_and_wait_edit, tap_and_wait_message
+from tests.outcomes import stored
 
 CONTENT = load_valid(LESSONS, LOCALES)
 I18N = I18n(LOCALES)
@@ -93,8 +95,8 @@ async def test_an_old_hint_button_after_passing_says_so_and_practice_screens_kee
     assert "reply_markup" not in ada.message(intro["message_id"]) and button_texts(hint)
     second = await tap_and_wait_message(ada, hint, "💡")
     assert "reply_markup" not in ada.message(hint["message_id"]) and button_texts(second)
-    await bot.db.record_attempt(8611, LESSON.id, True)
-    await bot.db.stop_practice(8611)
+    # The learner passes (as a graded pass stores it: the attempt, and the practice left, in one outcome).
+    assert await stored(bot.db, 8611, AttemptGraded(LESSON.id, passed=True), PracticeLeft())
     # A client still showing "Hint (3 of 3)" (or one from before a restart) taps it: no "open the practice".
     answer = await ada.wait_callback_answer(await ada.tap(second, callback_data=f"h:{LESSON.id}"))
     assert answer["text"] == "You passed this practice already: no hints needed. ✅", answer

@@ -20,6 +20,7 @@ import pytest
 from bot import lessontext, render
 from bot.course.model import Lesson, ParsonsDrill
 from bot.i18n import I18n, _, ngettext, number
+from bot.learner import DrillProgress
 from bot.library.load import load_valid
 from bot.storage.migrations import MIGRATIONS
 from tests.conftest import LESSONS, LOCALES, running
@@ -137,6 +138,11 @@ async def _answer_quiz(learner, message: dict, lesson: Lesson) -> dict:
             (lambda m: "reply_markup" in m) if last else (lambda m: "poll" in m), since=since
         )
     return poll
+
+
+async def drills(bot, user_id: int, lesson_id: str = "grad") -> dict[str, DrillProgress]:
+    """The learner's stored drill attempts in a lesson, as the bot reads them (with the lesson's state)."""
+    return (await bot.db.lesson_state(user_id, lesson_id)).drills
 
 
 async def _open_drills(learner, message: dict, lesson: Lesson) -> dict:
@@ -287,7 +293,7 @@ async def test_with_the_runner_off_only_the_authors_order_is_accepted(bot, stand
     screen = await _place(ada, screen, LESSON, STEP, range(len(STEP.lines)))
     screen = await tap_data_and_wait_edit(ada, screen, drill_move(LESSON, STEP.id, "k"))
     assert "✅ Right!" in screen["text"]
-    stored = (await bot.db.drill_progress(8203, "grad"))[STEP.id]
+    stored = (await drills(bot, 8203))[STEP.id]
     assert stored.solved and stored.tries == 1
 
 
@@ -297,11 +303,11 @@ async def test_a_tap_from_an_older_screen_redraws_the_drill_as_it_stands(bot, st
     first = await _open_drills(ada, last, LESSON)
     stale = data_button(first, drill_move(LESSON, STEP.id, "p", 1))["callback_data"]
     screen = await _place(ada, first, LESSON, STEP, [0])
-    before = await bot.db.drill_progress(8204, "grad")
+    before = await drills(bot, 8204)
     query = await ada.tap(screen, callback_data=stale)  # e.g. a double tap, or the same drill open twice
     answer = await ada.wait_callback_answer(query)
     assert answer["text"] == "That button is out of date. Here is the drill as it stands."
-    assert await bot.db.drill_progress(8204, "grad") == before
+    assert await drills(bot, 8204) == before
     # A second drill message for the same drill: the first one's buttons go stale, and a tap there redraws it.
     second = await _open_drills(ada, last, LESSON)
     second = await _place(ada, second, LESSON, STEP, [2])
@@ -309,7 +315,7 @@ async def test_a_tap_from_an_older_screen_redraws_the_drill_as_it_stands(bot, st
     redrawn = await ada.wait_edit(screen["message_id"])
     assert (await ada.wait_callback_answer(query))["text"].startswith("That button is out of date")
     assert redrawn["text"] == second["text"]
-    assert (await bot.db.drill_progress(8204, "grad"))[STEP.id].placed == (0, 2)
+    assert (await drills(bot, 8204))[STEP.id].placed == (0, 2)
 
 
 @pytest.mark.parametrize(
@@ -335,7 +341,7 @@ async def test_a_forged_tap_is_refused_and_changes_nothing(bot, standin, data, t
     screen = await _open_drills(ada, await _last_slide(ada, LESSON), LESSON)
     query = await ada.tap(screen, callback_data=data)
     assert (await ada.wait_callback_answer(query))["text"] == toast
-    assert await bot.db.drill_progress(8205, "grad") == {}
+    assert await drills(bot, 8205) == {}
     assert ada.message(screen["message_id"])["text"] == screen["text"]
 
 

@@ -126,7 +126,7 @@ async def test_an_answer_to_a_poll_the_bot_never_recorded_still_counts_and_the_r
     monkeypatch.setattr(bot.db, "poll_sent", lose_the_first)
     first = await tap_and_wait_message(ada, last, "Quick Check", is_poll)
     await standin.settle()
-    assert lost == [first["poll"]["id"]] and await bot.db.sent_poll(lost[0]) is None
+    assert lost == [first["poll"]["id"]] and await bot.db.answered_poll(lost[0]) is None
     since = ada.cursor()
     await ada.answer_poll(first, first["poll"]["correct_option_ids"][0])
     second = await ada.wait_message(is_poll, since=since)

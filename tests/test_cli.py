@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from bot.changes import SlideShown
 from bot.cli import main
 from bot.course.sources import legacy_digest
 from bot.library.load import load_valid
 from bot.storage.db import Database
+from tests.outcomes import stored
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = ROOT / "lessons"
@@ -326,7 +328,7 @@ async def test_db_backup_copies_the_database_named_by_coursebot_db(tmp_path):
     source = tmp_path / "data" / "coursebot.sqlite3"
     database = await Database.open(source)
     await database.learner(42, 4242, "en")
-    await database.show_slide(42, "grad", "retain-grad", furthest_slide_id="retain-grad", last=False, message_id=None)
+    assert await stored(database, 42, SlideShown("grad", "retain-grad", "retain-grad", last=False))
     await database.close()
     target = tmp_path / "backups" / "copy.sqlite3"
     result = cli("db", "backup", str(target), COURSEBOT_DB=str(source))

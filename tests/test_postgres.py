@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from bot import dbcopy
+from bot.changes import AnswerRecorded, AttemptGraded, Event, QuizStarted, ReaderAt, SlideShown
 from bot.cli import main
 from bot.config import Config
 from bot.errors import StorageError
-from bot.learner import EventKind, SentPoll
+from bot.learner import EventKind, ReaderView, SentPoll
 from bot.library.load import load_valid
 from bot.storage.backend import PURGE_LOCK
 from bot.storage.db import Database
@@ -29,6 +30,7 @@ from tests import test_replay as replay
 from tests.botprocess import BotProcess, bot_env
 from tests.conftest import LESSONS, LOCALES, ROOT, peek, running
 from tests.journey import answer_quiz, position, read_slides, send_and_wait, solve_drills, tap_and_wait_edit
+from tests.outcomes import stored
 from tests.pg import free_port
 
 T0 = dt.datetime(2030, 5, 1, 12, 0, tzinfo=dt.UTC)
@@ -158,7 +160,7 @@ async def test_the_daily_purges_run_in_one_process_at_a_time(pg_url):
     try:
         await first.accept_updates([(1, "{}"), (2, "{}")], T0)
         await first.updates_handled([1, 2], T0)
-        await first.record_event(USER, language="en", lesson_id="grad", kind=EventKind.SLIDE, item_id="a")
+        assert await stored(first, USER, events=(Event(EventKind.SLIDE, "grad", item_id="a"),))
         clock[0] = T0 + 3 * day
         # While one process purges (here: holds the purge's lock in a transaction), the other's purge does nothing.
         async with first.backend.transaction() as purging:
@@ -184,14 +186,15 @@ async def _course_in(path: Path) -> None:
     try:
         for user in (USER, OTHER):
             await db.learner(user, user + 1, "en")
-            await db.show_slide(user, "grad", "s1", furthest_slide_id="s2", last=False, message_id=9)
-            await db.record_event(user, language="en", lesson_id="grad", kind=EventKind.SLIDE, item_id="s1")
-        await db.start_quiz(USER, "grad", ["q1", "q2"], seed=3)
+            shown = (SlideShown("grad", "s1", "s2", last=False), ReaderAt(9, ReaderView.SLIDE))
+            assert await stored(db, user, *shown, events=(Event(EventKind.SLIDE, "grad", item_id="s1"),))
+        assert await stored(db, USER, QuizStarted("grad", ("q1", "q2"), seed=3))
         note = await db.poll_sending(USER, "grad", "q1", ("a", "b"))
         await db.poll_sent(SentPoll("p1", USER, "grad", "q1", ("a", "b")), message_id=11, sending=note)
-        await db.record_answer(SentPoll("p1", USER, "grad", "q1", ("a", "b")), 1, "b", True)
+        answer = AnswerRecorded(SentPoll("p1", USER, "grad", "q1", ("a", "b")), 1, "b", True, remaining=("q2",))
+        assert await stored(db, USER, answer)
         await db.poll_sending(OTHER, "grad", "q2", ("c", "d"))
-        await db.record_attempt(USER, "grad", passed=True)
+        assert await stored(db, USER, AttemptGraded("grad", passed=True), update_id=7)
         await db.accept_updates([(7, "{}"), (8, "{}")], T0)
         await db.updates_handled([7], T0)
     finally:
@@ -292,7 +295,7 @@ async def test_two_bot_processes_on_one_postgresql_answer_each_update_once_and_p
     try:
         await seed.learner(OTHER, OTHER, "en")
         for item in ("a", "b", "c"):
-            await seed.record_event(OTHER, language="en", lesson_id="grad", kind=EventKind.SLIDE, item_id=item)
+            assert await stored(seed, OTHER, events=(Event(EventKind.SLIDE, "grad", item_id=item),))
         await seed.accept_updates([(1, "{}"), (2, "{}")], old)
         await seed.updates_handled([1, 2], old)
     finally:

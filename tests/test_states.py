@@ -1,5 +1,6 @@
 """The learner's state machines (bot.states) against the real database: every step the machines allow lands
-where they say, and a step they do not allow changes nothing (or is refused before it reaches storage)."""
+where they say, and a step they do not allow changes nothing (or is refused before it reaches storage). Each step is
+written as the bot writes it: its changes (bot.changes) through Database.store."""
 
 from __future__ import annotations
 
@@ -11,7 +12,18 @@ from typing import Any, TypeVar
 
 import pytest
 
-from bot.learner import NOT_STARTED, Learner, SentPoll
+from bot.changes import (
+    AttemptGraded,
+    Change,
+    HintsShown,
+    LessonCompleted,
+    PracticeLeft,
+    PracticeStarted,
+    QuizStarted,
+    ReaderAt,
+    SlideShown,
+)
+from bot.learner import NOT_STARTED, Learner, ReaderView, SentPoll
 from bot.navigation import can_show
 from bot.states import (
     LESSON,
@@ -29,6 +41,7 @@ from bot.states import (
     stage,
 )
 from bot.storage.db import Database
+from tests.outcomes import answered, stored
 from tests.test_navigation import make_lesson
 
 USER, CHAT = 1001, 2001
@@ -56,9 +69,12 @@ async def _steps(db: Database, *steps: Step) -> None:
 
 
 def _show(slide: int) -> Step:
-    return lambda db: db.show_slide(
-        USER, LESSON_ID, f"s{slide}", furthest_slide_id=f"s{slide}", last=slide == LAST_SLIDE, message_id=10 + slide
-    )
+    shown = SlideShown(LESSON_ID, f"s{slide}", f"s{slide}", last=slide == LAST_SLIDE)
+    return lambda db: stored(db, USER, shown, ReaderAt(10 + slide, ReaderView.SLIDE))
+
+
+def _change(*changes: Change) -> Step:
+    return lambda db: stored(db, USER, *changes)
 
 
 # The lesson machine. How to reach each stage, and how the handlers take each step.
@@ -67,13 +83,13 @@ REACH_STAGE: dict[Stage, list[Step]] = {
     Stage.NOT_STARTED: [],
     Stage.READING: [_show(0), _show(1)],
     Stage.QUIZ: [_show(0), _show(LAST_SLIDE)],
-    Stage.DONE: [_show(0), _show(LAST_SLIDE), lambda db: db.complete_lesson(USER, LESSON_ID)],
+    Stage.DONE: [_show(0), _show(LAST_SLIDE), _change(LessonCompleted(LESSON_ID))],
 }
 LESSON_STEPS: dict[LessonStep, Step] = {
     LessonStep.TURN: _show(0),
     LessonStep.READ_LAST: _show(LAST_SLIDE),
-    LessonStep.START_QUIZ: lambda db: db.start_quiz(USER, LESSON_ID, ["q-one", "q-two"], 7),
-    LessonStep.COMPLETE: lambda db: db.complete_lesson(USER, LESSON_ID),
+    LessonStep.START_QUIZ: _change(QuizStarted(LESSON_ID, ("q-one", "q-two"), 7)),
+    LessonStep.COMPLETE: _change(LessonCompleted(LESSON_ID)),
     LessonStep.RESET: lambda db: db.reset(USER),
 }
 
@@ -106,7 +122,7 @@ class Round:
         self.sent: list[SentPoll] = []
 
     async def start(self, questions: int) -> None:
-        await self.db.start_quiz(USER, LESSON_ID, [f"q-{n}" for n in range(questions)], 7)
+        assert await stored(self.db, USER, QuizStarted(LESSON_ID, tuple(f"q-{n}" for n in range(questions)), 7))
 
     async def send(self) -> None:
         learner = await self.db.find_learner(USER)
@@ -119,7 +135,7 @@ class Round:
         """Answer the poll sent last: the awaited one, or a stale one when none is awaited."""
         if not self.sent:
             await self.send()
-        await self.db.record_answer(self.sent[-1], 0, "a", True)
+        await answered(self.db, USER, self.sent[-1], 0, True)
 
     async def drop(self, every: bool) -> None:
         """Take questions off the round as if they left the lesson: all of them, or all but one."""
@@ -175,12 +191,12 @@ def _expected(machine: Machine[S, E], state: S, step: E) -> S:
 # Practice.
 
 PRACTICE_STEPS: dict[PracticeStep, list[Step]] = {
-    PracticeStep.START: [lambda db: db.start_practice(USER, LESSON_ID)],
-    PracticeStep.HINT: [lambda db: db.show_hint(USER, 3)],
+    PracticeStep.START: [_change(PracticeStarted(LESSON_ID))],
+    PracticeStep.HINT: [_change(HintsShown(1))],
     PracticeStep.ANSWER: [],  # the message goes to the runner; nothing is stored yet
-    PracticeStep.FAIL: [lambda db: db.record_attempt(USER, LESSON_ID, False)],
-    PracticeStep.PASS: [lambda db: db.record_attempt(USER, LESSON_ID, True), lambda db: db.stop_practice(USER)],
-    PracticeStep.LEAVE: [lambda db: db.stop_practice(USER)],
+    PracticeStep.FAIL: [_change(AttemptGraded(LESSON_ID, passed=False))],
+    PracticeStep.PASS: [_change(AttemptGraded(LESSON_ID, passed=True), PracticeLeft())],
+    PracticeStep.LEAVE: [_change(PracticeLeft())],
     PracticeStep.RESET: [lambda db: db.reset(USER)],
 }
 
@@ -194,7 +210,7 @@ async def _practice(db: Database) -> Practice:
 @pytest.mark.parametrize(("state", "step"), list(itertools.product(Practice, PracticeStep)), ids=str)
 async def test_each_practice_step_lands_where_the_machine_says(db, state, step):
     if state is Practice.ON:
-        await db.start_practice(USER, LESSON_ID)
+        assert await stored(db, USER, PracticeStarted(LESSON_ID))
     assert await _practice(db) is state
     await _steps(db, *PRACTICE_STEPS[step])
     assert await _practice(db) is _expected(PRACTICE, state, step)

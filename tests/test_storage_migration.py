@@ -99,7 +99,8 @@ async def test_schema_2_places_and_answers_become_ids_of_the_course_as_it_shippe
             ("what-eval-does", "why-no-grad-update"),
             "p-eval",
         )
-        awaited = await db.sent_poll("p-eval")
+        awaited, answered = await db.answered_poll("p-eval")
+        assert not answered
         assert awaited.options == ("layer-modes", "no-recording", "freezes", "validation")  # as it was shown
         # A lesson the migration does not know keeps its positions until the bot adopts the lessons it serves.
         assert (await db.progress(DEE))["extra"].slide_id is None
@@ -124,7 +125,7 @@ async def test_positions_of_a_lesson_the_migration_did_not_know_are_converted_fr
         dee = (await db.progress(DEE))["extra"]
         assert (dee.slide_id, dee.furthest_slide_id) == ("x1", "x3")
         assert (await db.latest_answers(DEE))[("extra", "extra-q")].option_id == "bee"
-        assert (await db.sent_poll("p-extra")).options == ("ay", "bee", "sea")
+        assert (await db.answered_poll("p-extra"))[0].options == ("ay", "bee", "sea")
         # Adopting the same lessons again changes nothing.
         assert await db.adopt_course(replace(ENGLISH, lessons=(*ENGLISH.lessons, extra))) == type(adopted)()
     finally:
