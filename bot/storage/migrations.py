@@ -241,4 +241,11 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE UNIQUE INDEX exercise_attempts_once ON exercise_attempts (user_id, update_id, lesson_id)
         WHERE update_id IS NOT NULL;
     """,
+    # 10: claims on pending updates (issue 17): the process handling an update and until when its lease runs; it
+    # renews the lease while it runs. A replay takes only updates nobody holds, or whose lease ran out: a replica
+    # starting on a shared database leaves alone what a live replica is handling. NULL: claimed by nobody.
+    """
+    ALTER TABLE inbox ADD COLUMN owner TEXT;
+    ALTER TABLE inbox ADD COLUMN lease_until TEXT;
+    """,
 )

@@ -183,4 +183,9 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         next_free  DOUBLE PRECISION NOT NULL
     );
     """,
+    # 10: claims on pending updates: the process handling each and until when its lease runs.
+    """
+    ALTER TABLE inbox ADD COLUMN owner TEXT;
+    ALTER TABLE inbox ADD COLUMN lease_until TEXT;
+    """,
 )
