@@ -10,6 +10,7 @@ learner's next updates are still each answered once.
 from __future__ import annotations
 
 import asyncio
+import re
 import secrets
 import shutil
 import time
@@ -162,6 +163,12 @@ async def test_a_learner_reads_and_runs_code_through_haproxy_and_a_killed_replic
     assert texts[1:] == ["4", "6", "8", "10"], texts
     assert api.answered_again == []
     assert api.errors() == []
+    # HAProxy spread the webhook's POSTs over the replicas (its log: one line per request, with the server).
+    served = re.findall(r" bots/(bot\d) \S+ (\d{3}) ", await stack.logs("haproxy"))
+    per_replica = {replica: sum(1 for name, _ in served if name == replica) for replica in REPLICAS}
+    print(f"webhook requests per replica: {per_replica}")
+    assert sum(1 for count in per_replica.values() if count) >= 2, served
+    assert all(status == "200" for _, status in served), served
     # The README's backup: pg_dump in the PostgreSQL container while the bots run (as text here, to read it).
     code, out, err = await engine.docker(
         "docker", "exec", await stack.container("postgres"),
