@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import functools
 import logging
@@ -14,16 +15,29 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from telegram import BotCommand, Update
+from telegram import Bot, BotCommand, Update
 from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import ApplicationBuilder, BaseHandler, ContextTypes
+from telegram.request import HTTPXRequest
 
 from bot import control, events
 from bot.commands import COMMANDS
 from bot.config import Config
 from bot.context import BotData, CourseContext, Services, update_scope
 from bot.errors import ConfigError, StorageError
-from bot.handlers import course, drills, fallback, language, lessons, practice, progress, quiz, settings
+from bot.handlers import (
+    course,
+    drills,
+    fallback,
+    language,
+    lessons,
+    practice,
+    progress,
+    quiz,
+    reminders,
+    review,
+    settings,
+)
 from bot.handlers.router import Router
 from bot.i18n import DEFAULT_LANGUAGE, I18n, _, telegram_code
 from bot.library.live import Edition, Library, Reloaded
@@ -32,7 +46,8 @@ from bot.metrics import MeasuredRequest, Metrics
 from bot.monitoring import Check, MonitoringServer
 from bot.ratelimit import CourseRateLimiter
 from bot.refresh import refresh_readers
-from bot.storage.db import Database, ensure_writable
+from bot.storage.db import Clock, Database, ensure_writable, utc_now
+from bot.sweep import ReminderSweep, telegram_send
 from bot.updates import Inbox, InboxApplication, PerLearnerOrder, Polling
 from bot.webhook import WebhookReceiver
 from runner.client import Runner, RunnerClient, RunnerError
@@ -42,7 +57,14 @@ CourseApplication = InboxApplication
 
 log = logging.getLogger(__name__)
 
-ALLOWED_UPDATES = [Update.MESSAGE, Update.EDITED_MESSAGE, Update.CALLBACK_QUERY, Update.POLL_ANSWER]
+# my_chat_member: a learner who blocks the bot gets no more reminders (bot.handlers.reminders).
+ALLOWED_UPDATES = [
+    Update.MESSAGE,
+    Update.EDITED_MESSAGE,
+    Update.CALLBACK_QUERY,
+    Update.POLL_ANSWER,
+    Update.MY_CHAT_MEMBER,
+]
 LONG_POLL_SECONDS = 10
 
 
@@ -56,6 +78,8 @@ def routers() -> list[Router]:
         quiz.router,
         drills.router,
         progress.router,
+        review.router,
+        reminders.router,
         settings.router,
         language.router,
         practice.router,
@@ -183,8 +207,22 @@ class CourseBot:
     (see serve) and on `coursebot reload` (its control socket).
     """
 
-    def __init__(self, config: Config):
+    def __init__(
+        self,
+        config: Config,
+        *,
+        clock: Clock = utc_now,
+        sweep_every_minute: bool = True,
+        time_zone: Callable[[int], str | None] | None = None,
+    ):
         self.config = config
+        # The time zone a learner's app reported, where one can (the web chat's Bot API server): for reminders.
+        self.time_zone = time_zone
+        # What time it is for the database and the reminder sweep: the wall clock, or a test's.
+        self.clock = clock
+        # False: the sweep runs only when called (bot.sweep), as tests on virtual time do.
+        self.sweep_every_minute = sweep_every_minute
+        self.sweep: ReminderSweep | None = None
         self.library = Library(config.lessons_dir, config.locales_dir)  # invalid lessons raise ContentError here
         self.db: Database | None = None
         self.app: CourseApplication | None = None
@@ -220,11 +258,15 @@ class CourseBot:
             runner = await stack.enter_async_context(connect_runner(self.config))
             server = await control.serve(self.config.control_path, self.reload)
             stack.push_async_callback(_close_control, server, self.config.control_path)
-            self.db = db = await Database.open(self.config.database, events_days=self.config.events_days)
+            self.db = db = await Database.open(
+                self.config.database, clock=self.clock, events_days=self.config.events_days
+            )
             stack.push_async_callback(db.close)
             # Before any learner is served: places on slides the lessons no longer have move on.
             await self._adopt(self.library.current)
             services = Services(self.config, self.library, db, runner)
+            if self.time_zone is not None:
+                services = dataclasses.replace(services, time_zone=self.time_zone)
             self.app = app = build_application(self.config, services)
             await app.initialize()
             stack.push_async_callback(app.shutdown)
@@ -242,6 +284,9 @@ class CourseBot:
             stack.push_async_callback(self._stop_updates, app)
             self.polling = await serve_updates(app, self.config)
             stack.push_async_callback(_cancelled, asyncio.create_task(events.purge_daily(db), name="events purge"))
+            self.sweep = sweep = await stack.enter_async_context(reminder_sweep(self.config, self.library, db))
+            if self.sweep_every_minute:
+                stack.push_async_callback(_cancelled, asyncio.create_task(sweep.run(), name="reminder sweep"))
             if self.config.watch:
                 watcher = Watcher([self.config.lessons_dir, self.config.locales_dir], self.reload)
                 stack.push_async_callback(_cancelled, asyncio.create_task(watcher.run(), name="content watcher"))
@@ -266,6 +311,23 @@ class CourseBot:
         if stack is not None:
             await stack.aclose()
             log.info("coursebot stopped; the database is closed")
+
+
+@contextlib.asynccontextmanager
+async def reminder_sweep(config: Config, library: Library, db: Database) -> AsyncIterator[ReminderSweep]:
+    """Yield the reminder sweep, sending through a Bot of its own: a 429 reaches its sender, which waits it out
+    under the bot-wide pace, instead of the application's limiter retrying it."""
+    bot = Bot(
+        config.token,
+        base_url=config.bot_base_url,
+        base_file_url=config.api_base_url.rstrip("/") + "/file/bot",
+        request=HTTPXRequest(connection_pool_size=16),
+    )
+    await bot.initialize()
+    try:
+        yield ReminderSweep(db, library, telegram_send(bot))
+    finally:
+        await bot.shutdown()
 
 
 async def _cancelled(task: asyncio.Task[None]) -> None:

@@ -258,3 +258,41 @@ class DrillTap(CallbackData, prefix="dm"):
     move: Move
     arg: int
     turn: int
+
+
+# What brings a learner back (bot.retention): the review, the reminders and their settings.
+
+
+@dataclass(frozen=True)
+class StartReview(CallbackData, prefix="rv"):
+    """Start the review of the cards due now (from a reminder, /progress, or the end of a review)."""
+
+    where: str = "now"
+
+
+@dataclass(frozen=True)
+class StopReview(CallbackData, prefix="rx"):
+    """Stop the review under way; the cards left wait for the next one."""
+
+    where: str = "now"
+
+
+@dataclass(frozen=True)
+class ReviewChoice(CallbackData, prefix="rc"):
+    """An answer to a choice drill's review card: ``choice`` is its number in the lesson file.
+
+    ``seen`` is the card's last review (seconds, modulo 10**6) when the screen was drawn: a tap from an
+    older screen of the card is stale.
+    """
+
+    card: int
+    choice: int
+    seen: int
+
+
+@dataclass(frozen=True)
+class ReminderChoice(CallbackData, prefix="rm"):
+    """A reminder button: 'yes' or 'no' (the offer's answer), 'on' or 'off' (/settings, a reminder's Stop), 'snooze',
+    'earlier' or 'later' (move the hour by one), 'auto' (back to the learner's habit)."""
+
+    action: str

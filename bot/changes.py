@@ -115,6 +115,33 @@ class LanguageChosen:
     language: str | None
 
 
+@dataclass(frozen=True)
+class CardMet:
+    """A review card made by the first answer to an item in a lesson, that answer its first review (bot.retention.review
+    columns); a card that exists already is kept as it is."""
+
+    card: dict[str, int | float | str | None]
+    entry: dict[str, int | str | None]
+
+
+@dataclass(frozen=True)
+class CardReviewed:
+    """A review card rescheduled by an answer, stored only if it is still as it was reviewed from (its last review is
+    ``before``); with ``required``, a card changed meanwhile drops the whole outcome (a double tap, a replay)."""
+
+    card: dict[str, int | float | str | None]
+    before: int | None
+    entry: dict[str, int | str | None]
+    required: bool = True
+
+
+@dataclass(frozen=True)
+class StreakDay:
+    """The learner finished something on ``day`` (their local day, ISO): it counts in their streak."""
+
+    day: str
+
+
 Change = (
     SlideShown
     | ReaderAt
@@ -127,4 +154,7 @@ Change = (
     | HintsShown
     | AttemptGraded
     | LanguageChosen
+    | CardMet
+    | CardReviewed
+    | StreakDay
 )

@@ -1,4 +1,4 @@
-"""The coursebot command line: run, web, reload, lint, preview, stats, db backup, db copy, webhook."""
+"""The coursebot command line: run, web, reload, lint, preview, stats, links, db backup, db copy, webhook."""
 
 from __future__ import annotations
 
@@ -336,6 +336,47 @@ def _preview(args: argparse.Namespace) -> int:
     return 0
 
 
+def _links(args: argparse.Namespace) -> int:
+    """Print every lesson's link (and the review's) for the configured bot, whose username Telegram gives."""
+    from telegram import Bot
+    from telegram.error import TelegramError
+
+    from bot.app import describe_startup_failure
+    from bot.library.load import load_valid
+    from bot.retention import deeplinks
+
+    config = _serving_config()
+    if config is None:
+        return EXIT_BAD_INPUT
+    if not config.token:
+        print(
+            "coursebot: TELEGRAM_BOT_TOKEN is not set: a link names the bot, whose username Telegram gives for its "
+            "token (the one from @BotFather)",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    course = load_valid(config.lessons_dir, config.locales_dir).english
+    problems = deeplinks.problems(course)
+    if problems:
+        for problem in problems:
+            print(f"coursebot: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+    async def username() -> str:
+        async with Bot(config.token, base_url=config.bot_base_url) as bot:
+            return (await bot.get_me()).username or ""
+
+    try:
+        name = asyncio.run(username())
+    except TelegramError as exc:
+        print(f"coursebot: {describe_startup_failure(config, exc) or exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    for lesson, link in deeplinks.course_links(name, course):
+        print(f"{lesson.number}. {lesson.id}: {link}")
+    print(f"review: {deeplinks.review_url(name)}")
+    return 0
+
+
 def _backup(args: argparse.Namespace) -> int:
     from bot.storage.db import backup
 
@@ -486,6 +527,9 @@ def parser() -> argparse.ArgumentParser:
     stats.add_argument("--html", metavar="FILE", help="also write the report as one self-contained HTML page")
     stats.add_argument("--db", metavar="PATH", help="the database to read (default: COURSEBOT_DB)")
     stats.set_defaults(func=_stats)
+    commands.add_parser(
+        "links", help="print every lesson's link (t.me/<bot>?start=<lesson>) and the review's, for the configured bot"
+    ).set_defaults(func=_links)
     db = commands.add_parser("db", help="database maintenance").add_subparsers(dest="db_command", required=True)
     backup = db.add_parser("backup", help="copy the live database (COURSEBOT_DB) to PATH, safely while the bot runs")
     backup.add_argument("path")

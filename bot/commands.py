@@ -39,7 +39,13 @@ RUN = Command(
 LANGUAGE = Command(
     "language", lambda: _("Choose the language I speak"), lambda: _("/language – choose the language I speak")
 )
+REVIEW = Command("review", lambda: _("Review what you learned"), lambda: _("/review – review the cards due now"))
+SETTINGS = Command(
+    "settings",
+    lambda: _("Reminders: your hour, or stop them"),
+    lambda: _("/settings – daily reminders: change or stop"),
+)
 HELP = Command("help", lambda: _("How to use this bot"), lambda: _("/help – this message"))
 
 # In the order the menu and /help list them.
-COMMANDS = (START, LESSONS, PROGRESS, RESET, RUN, LANGUAGE, HELP)
+COMMANDS = (START, LESSONS, REVIEW, PROGRESS, SETTINGS, RESET, RUN, LANGUAGE, HELP)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -47,6 +47,8 @@ class Services:
     metrics: Metrics = field(default_factory=Metrics)
     # Where a test makes the bot fail between two steps of an update, as a crash would (bot.faults).
     faults: FaultPoints = field(default_factory=FaultPoints)
+    # The time zone a learner's app reported (the web chat's browser does, once); Telegram gives none.
+    time_zone: Callable[[int], str | None] = field(default=lambda user_id: None)
 
     @property
     def content(self) -> Content:

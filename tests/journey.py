@@ -32,6 +32,17 @@ def correct_option(poll_message: dict) -> int:
     return poll_message["poll"]["correct_option_ids"][0]
 
 
+def is_reminder_offer(message: dict) -> bool:
+    """Whether ``message`` is the one offer of daily reminders, sent once after the first finished lesson."""
+    return any(b.get("callback_data", "") == "rm:yes" for b in buttons(message))
+
+
+def _not_the_offer(predicate):
+    """Wrap ``predicate`` so that what follows a finished lesson (the reminders' offer after the first, the
+    completion card after the last) is never taken for the reply awaited (tests about them wait for them by name)."""
+    return lambda m: not is_reminder_offer(m) and "photo" not in m and (predicate is None or predicate(m))
+
+
 async def tap_and_wait_edit(learner, message: dict, label: str) -> dict:
     """Tap a button of ``message`` and return the message once the bot has edited it."""
     # tap() injects without yielding, so the edit cannot land before wait_edit listens.
@@ -43,14 +54,14 @@ async def tap_and_wait_message(learner, message: dict, label: str, predicate=Non
     """Tap a button of ``message`` and return the next new message the bot sends."""
     since = learner.cursor()
     await learner.tap(message, label)
-    return await learner.wait_message(predicate, since=since)
+    return await learner.wait_message(_not_the_offer(predicate), since=since)
 
 
 async def send_and_wait(learner, text: str, predicate=None, timeout: float = 5.0) -> dict:
     """Send ``text`` and return the bot's next new message."""
     since = learner.cursor()
     await learner.send(text)
-    return await learner.wait_message(predicate, since=since, timeout=timeout)
+    return await learner.wait_message(_not_the_offer(predicate), since=since, timeout=timeout)
 
 
 async def read_slides(learner, message: dict, lesson: Lesson) -> dict:

@@ -199,6 +199,16 @@ def test_the_disk_benchmark_measures_a_neighbour_quiet_and_beside_a_flooding_job
     assert isinstance(result["targets_met"], bool)  # reported, not asserted: timing belongs to the bench
 
 
+def test_the_reminders_benchmark_reports_the_sweep_the_growth_and_the_sender():
+    result = bench("reminders", "--learners", "300", "--month-sample", "20")
+    assert result["learners"] == 300 and result["burst"] == 300
+    for key in ("find_due_ms", "scan_due_ms", "due_cards_ms", "sweep_minute_ms", "sweep_burst_ms"):
+        assert result[key] >= 0, key
+    assert positive(result["bytes_per_learner_month"])
+    # Below Telegram's bot-wide limit, never over it.
+    assert 0 < result["sender_per_s"] <= result["limit_per_s"] and result["sender_ratio"] <= 1
+
+
 def test_the_bot_benchmark_profiles_by_stage_and_tabulates_learner_counts_against_a_baseline():
     # The checkout is its own baseline here: what is checked is that each part runs and reports, not a ratio.
     result = bench(

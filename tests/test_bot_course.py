@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import io
+
+from PIL import Image, ImageChops
+
 from bot.library.load import load_valid
+from bot.retention.completion_card import draw_card
 from tests.conftest import LESSONS, LOCALES, answers_recorded
 from tests.journey import (
     answer_quiz,
@@ -51,6 +57,13 @@ async def test_a_learner_takes_all_four_lessons_and_progress_shows_the_course_co
     drills = sum(len(lesson.drills) for lesson in COURSE.lessons)
     assert f"{drills} of {drills} drills solved." in report["text"]
     assert "The course is complete" in report["text"]
+    # The completion card: the image drawn for Ada, today, in English, with the link to the bot under its caption.
+    [card] = [m for m in ada.messages if "photo" in m]
+    link = f"https://t.me/{standin.bot_user['username']}"
+    assert card["caption"] == f"You finished the course! Here is your card to save or forward. Share the course: {link}"
+    sent = standin.files.by_id[card["photo"][-1]["file_id"]].data
+    expected, _ = draw_card(COURSE.title, "Ada", dt.datetime.now(dt.UTC).date(), len(COURSE.lessons), link)
+    assert ImageChops.difference(Image.open(io.BytesIO(sent)).convert("RGB"), expected).getbbox() is None
     assert standin.errors() == []
 
 

@@ -157,7 +157,7 @@ async def test_a_server_error_on_a_reply_gets_an_apology_and_loses_no_progress(b
 
 async def test_the_command_menu_is_registered(bot, standin):
     commands = [c["command"] for c in standin.commands[("default", "")]]
-    assert commands == ["start", "lessons", "progress", "reset", "run", "language", "help"]
+    assert commands == ["start", "lessons", "review", "progress", "settings", "reset", "run", "language", "help"]
 
 
 async def test_reset_asks_first_and_cancel_keeps_progress(bot, standin):

@@ -18,8 +18,10 @@ from bot.callbacks import (
     LeavePractice,
     Move,
     OpenLesson,
+    ReminderChoice,
     ResendPoll,
     RetakeMissed,
+    ReviewChoice,
     ShowDrill,
     ShowHint,
     ShowMenu,
@@ -27,6 +29,8 @@ from bot.callbacks import (
     StartDrills,
     StartPractice,
     StartQuiz,
+    StartReview,
+    StopReview,
     matches,
 )
 
@@ -40,6 +44,10 @@ class Numbered(CallbackData, prefix="test-n"):
 
 
 EXAMPLES = [
+    StartReview(),
+    StopReview(),
+    ReviewChoice(2**63 - 1, 3, 999999),
+    ReminderChoice("snooze"),
     ShowSlide("requires-grad", "what-autograd-does"),
     ShowSlide("no-grad", "set-grad-enabled"),
     Numbered("grad", 0),

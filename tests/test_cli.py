@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -351,3 +352,38 @@ def test_lint_run_without_a_runner_says_so_in_one_line(in_process):
     code, out, err = in_process("lint", "lessons", "--run", "--no-cache", COURSEBOT_RUNNER_URL="off")
     assert code == 1 and out == ""
     assert err == "coursebot: lint --run needs the runner, and COURSEBOT_RUNNER_URL is off\n"
+
+
+# links
+
+
+async def test_links_prints_every_lessons_link_for_the_bot_telegram_names(standin):
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        "links",
+        cwd=ROOT,
+        env=clean_env(TELEGRAM_BOT_TOKEN=standin.token, TELEGRAM_API_BASE_URL=standin.api_base_url),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()
+    course = load_valid(LESSONS, LOCALES).english
+    lines = out.decode().splitlines()
+    assert lines == [
+        *(
+            f"{lesson.number}. {lesson.id}: https://t.me/{standin.bot_user['username']}?start={lesson.id}"
+            for lesson in course.lessons
+        ),
+        f"review: https://t.me/{standin.bot_user['username']}?start=review",
+    ]
+
+
+def test_links_without_a_token_says_so_in_one_line():
+    result = cli("links")
+    assert result.returncode == 2
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert "TELEGRAM_BOT_TOKEN is not set" in line

@@ -17,6 +17,7 @@ from bot.callbacks import CallbackData, CallbackDataError
 from bot.changes import Change, Event, ReaderAt
 from bot.context import CourseContext, stored_learner
 from bot.flows.outcome import Outcome, Show, Where, button_refused
+from bot.handlers import comeback
 from bot.i18n import current_language
 from bot.render import Screen
 from bot.snapshot import Snapshot
@@ -47,7 +48,10 @@ def for_learner(handler: Handler) -> Handler:
         db = context.services.db
         learner = await db.noted(found, user.id, chat.id if chat else user.id, user.language_code)
         context.snapshot = Snapshot(db, learner, place)
+        comeback.begin_update()
         await handler(update, context)
+        await comeback.follow_up(context)  # the reminders' offer, the completion card, the review's next card
+        await comeback.note_activity(context)  # the learner's habit: when they study (the reminder's hour)
 
     return wrapper
 
@@ -252,11 +256,18 @@ async def send_shown(context: CourseContext, chat_id: int, shown: Show) -> int:
 
 async def store(context: CourseContext, changes: Sequence[Change], events: Sequence[Event] = ()) -> bool:
     """Store what the update changes and the events it records in one transaction, keyed by the update, in the
-    course language the learner is shown; False if a drill attempt changed meanwhile (nothing stored)."""
-    return await context.services.db.store(
+    course language the learner is shown; False if a drill attempt changed meanwhile (nothing stored).
+
+    What they mean for review and the streak (bot.handlers.comeback) is stored with them, in the same transaction.
+    """
+    changes = [*changes, *await comeback.changes_for(context, changes, events)]
+    stored = await context.services.db.store(
         context.learner.user_id,
         changes,
         events,
         language=current_language(),
         update_id=logs.UPDATE_ID.get(),
     )
+    if stored:
+        comeback.stored(changes)  # what follows them comes after the update's screens (common.for_learner)
+    return stored

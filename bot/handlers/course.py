@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import logging
+
 from telegram import Update
 
-from bot import commands, render
+from bot import commands, render, retention_render
 from bot.callbacks import Continue, OpenLesson, ShowMenu
 from bot.context import CourseContext
 from bot.flows import reading
 from bot.flows.outcome import Outcome, Show, lesson_gone
-from bot.handlers import polls
+from bot.handlers import comeback, polls
 from bot.handlers.common import carry_out, reply, tapped_message
 from bot.handlers.router import Router
 from bot.i18n import _
 from bot.learner import ReaderView
 from bot.navigation import Place, resume, slide_index
+from bot.retention import deeplinks
+
+log = logging.getLogger(__name__)
 
 router = Router("course")
 
@@ -27,7 +32,22 @@ async def _menu_screen(context: CourseContext, *, welcome: bool) -> render.Scree
 
 @router.command(commands.START)
 async def start(update: Update, context: CourseContext) -> None:
-    """Welcome the learner and show the course with one button to start or continue."""
+    """Welcome the learner and show the course with one button to start or continue; a link's payload
+    (``/start <lesson>``, ``/start review``) opens what it names, an unknown one the menu with a short note."""
+    match deeplinks.parse(" ".join(context.args or ()) or None, context.course):
+        case deeplinks.OpenLesson(lesson_id):
+            lesson = context.course.lesson(lesson_id)
+            if lesson is not None:
+                await _open(
+                    update, context, Place(lesson, slide_index(lesson, await context.snapshot.progress(lesson_id)))
+                )
+                return
+        case deeplinks.OpenReview():
+            await comeback.start_review(update, context)
+            return
+        case deeplinks.UnknownLink(why, payload):
+            log.info("start link %r of user %s leads nowhere (%s)", payload, context.learner.user_id, why)
+            await reply(update, context, render.notice(retention_render.unknown_link()))
     await reply(update, context, await _menu_screen(context, welcome=True))
 
 

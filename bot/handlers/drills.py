@@ -17,6 +17,7 @@ from bot.course.model import Drill, Lesson, ParsonsDrill
 from bot.drills import Refusal, answered, arranged_program, run_verdict
 from bot.flows import drills as flow
 from bot.flows.outcome import Outcome, lesson_gone
+from bot.handlers import comeback
 from bot.handlers.common import carry_out, show_in_tapped, store
 from bot.handlers.router import Router
 from bot.learner import DrillProgress
@@ -125,3 +126,4 @@ async def _check(
     if await store(context, outcome.changes, outcome.events):
         for shown in outcome.screens:
             await show_in_tapped(update, context, shown.screen)
+        await comeback.follow_up(context)

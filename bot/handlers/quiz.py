@@ -19,7 +19,7 @@ from bot.context import CourseContext
 from bot.course.model import Lesson
 from bot.flows import quiz as flow
 from bot.flows.outcome import Outcome, lesson_gone
-from bot.handlers import polls
+from bot.handlers import comeback, polls
 from bot.handlers.common import carry_out, for_learner
 from bot.handlers.router import Router
 from bot.i18n import _
@@ -86,6 +86,8 @@ async def poll_answer(update: Update, context: CourseContext) -> None:
     answer = update.poll_answer
     if answer is None or not answer.option_ids:
         return  # a retracted vote; quizzes cannot be re-voted, so there is nothing to record
+    if await comeback.answer_review_poll(update, context):
+        return  # a review card's poll, not a lesson's
     db, learner = context.services.db, context.learner
     found = await db.answered_poll(answer.poll_id)
     if found is None:

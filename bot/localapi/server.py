@@ -22,6 +22,7 @@ from aiohttp import web
 from bot.http_server import HttpServer
 
 from .errors import ApiError
+from .floodlimit import FloodLimit
 from .methods import METHODS, BotApi
 from .params import read_params
 from .store import StateStore
@@ -48,9 +49,13 @@ class BotApiServer(BotApi):
         port: int = 0,
         strict_html: bool = True,
         store: StateStore | None = None,
+        flood: FloodLimit | None = None,
         webhook_timing: WebhookTiming | None = None,
     ):
         super().__init__(token, bot_username, bot_first_name, strict_html)
+        # Telegram's 429s for a bot sending too fast (bot.localapi.floodlimit), when given one (on its own clock,
+        # in tests); None: no flood limit, as tests that fire hundreds of calls at one chat need.
+        self.flood = flood
         if webhook_timing is not None:
             self.webhook_timing = webhook_timing
         self.host = host
@@ -146,6 +151,8 @@ class BotApiServer(BotApi):
                     raise ApiError(400, f"Bad Request: method {method} is not implemented by {self.implementation}")
                 raise ApiError(404, "Not Found")
             self._check_call(name, arrival)
+            if self.flood is not None:
+                self.flood.check(name, params.get("chat_id"))
             self._now = arrival
             result = entry[1](self, params)
             if entry[2]:

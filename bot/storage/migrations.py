@@ -241,7 +241,74 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE UNIQUE INDEX exercise_attempts_once ON exercise_attempts (user_id, update_id, lesson_id)
         WHERE update_id IS NOT NULL;
     """,
-    # 10: claims on pending updates (issue 17): the process handling an update and until when its lease runs; it
+    # 10: what brings a learner back (issue 18). Review cards as plain columns (bot.retention.review), the review
+    # log appended to and never changed, the reminder schedule as data (the next reminder's time, indexed, and one
+    # row per reminder keyed by learner and local day, so none is sent twice), activity for the learner's habit,
+    # and the days that count in the streak. Times are whole seconds since the Unix epoch, UTC.
+    """
+    CREATE TABLE review_cards (
+        card_id      INTEGER PRIMARY KEY,  -- bot.retention.review.card_id: from the learner and the item
+        user_id      INTEGER NOT NULL REFERENCES learners(user_id) ON DELETE CASCADE,
+        lesson_id    TEXT NOT NULL,
+        kind         TEXT NOT NULL,        -- question or drill
+        item_id      TEXT NOT NULL,
+        state        INTEGER NOT NULL,     -- fsrs.State: 1 learning, 2 review, 3 relearning
+        step         INTEGER,
+        stability    REAL,
+        difficulty   REAL,
+        due          INTEGER NOT NULL,
+        last_review  INTEGER
+    );
+    CREATE UNIQUE INDEX review_cards_by_item ON review_cards (user_id, lesson_id, kind, item_id);
+    CREATE INDEX review_cards_due ON review_cards (user_id, due);
+    CREATE TABLE review_log (
+        id           INTEGER PRIMARY KEY,
+        card_id      INTEGER NOT NULL,
+        user_id      INTEGER NOT NULL,
+        rating       INTEGER NOT NULL,     -- fsrs.Rating: 1 Again, 3 Good
+        reviewed_at  INTEGER NOT NULL,
+        duration_ms  INTEGER,
+        update_id    INTEGER               -- the update that answered: a replay appends nothing twice
+    );
+    CREATE UNIQUE INDEX review_log_once ON review_log (card_id, update_id) WHERE update_id IS NOT NULL;
+    CREATE TABLE review_polls (
+        poll_id   TEXT PRIMARY KEY,
+        user_id   INTEGER NOT NULL REFERENCES learners(user_id) ON DELETE CASCADE,
+        card_id   INTEGER NOT NULL,
+        options   TEXT NOT NULL,           -- the option ids in the order the poll showed them
+        sent_at   INTEGER NOT NULL
+    );
+    ALTER TABLE learners ADD COLUMN review_seed INTEGER NOT NULL DEFAULT 0;  -- this review's shuffle
+    ALTER TABLE learners ADD COLUMN reminders TEXT NOT NULL DEFAULT 'unasked';  -- unasked offered on off paused blocked
+    ALTER TABLE learners ADD COLUMN remind_at INTEGER;       -- the next reminder (UTC); NULL: none planned
+    ALTER TABLE learners ADD COLUMN remind_snoozed INTEGER NOT NULL DEFAULT 0;  -- remind_at is a snoozed one
+    ALTER TABLE learners ADD COLUMN reminder_shift INTEGER NOT NULL DEFAULT 0;  -- minutes moved with /settings
+    ALTER TABLE learners ADD COLUMN reminders_ignored INTEGER NOT NULL DEFAULT 0;  -- in a row, no activity since
+    ALTER TABLE learners ADD COLUMN last_reminder INTEGER;
+    ALTER TABLE learners ADD COLUMN utc_offset INTEGER;      -- minutes, from the web chat's time zone
+    ALTER TABLE learners ADD COLUMN completion_card_at INTEGER;  -- when the completion card went out (once)
+    CREATE INDEX learners_remind_at ON learners (remind_at) WHERE remind_at IS NOT NULL;
+    CREATE TABLE reminders_sent (
+        user_id     INTEGER NOT NULL,
+        day         TEXT NOT NULL,         -- the learner's local day (bot.retention.reminders.local_day)
+        snoozed     INTEGER NOT NULL DEFAULT 0,
+        claimed_at  INTEGER NOT NULL,
+        outcome     TEXT,                  -- sent, blocked, failed, paused; NULL while on its way
+        PRIMARY KEY (user_id, day, snoozed)
+    ) WITHOUT ROWID;
+    CREATE INDEX reminders_on_their_way ON reminders_sent (claimed_at) WHERE outcome IS NULL;
+    CREATE TABLE activity (
+        user_id  INTEGER NOT NULL,
+        at       INTEGER NOT NULL,         -- at most one row per ACTIVITY_STEP; kept reminders.HISTORY
+        PRIMARY KEY (user_id, at)
+    ) WITHOUT ROWID;
+    CREATE TABLE streak_days (
+        user_id  INTEGER NOT NULL,
+        day      TEXT NOT NULL,            -- a local day on which the learner finished something
+        PRIMARY KEY (user_id, day)
+    ) WITHOUT ROWID;
+    """,
+    # 11: claims on pending updates (issue 17): the process handling an update and until when its lease runs; it
     # renews the lease while it runs. A replay takes only updates nobody holds, or whose lease ran out: a replica
     # starting on a shared database leaves alone what a live replica is handling. NULL: claimed by nobody.
     """

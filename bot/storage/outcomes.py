@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from bot.changes import (
     AnswerRecorded,
     AttemptGraded,
+    CardMet,
+    CardReviewed,
     Change,
     DrillSaved,
     Event,
@@ -24,12 +26,14 @@ from bot.changes import (
     QuizStarted,
     ReaderAt,
     SlideShown,
+    StreakDay,
 )
 from bot.learner import EventKind
 from bot.storage.backend import SyncConnection
 from bot.storage.drills import SAVE_DRILL, drill_params
 from bot.storage.engine import Engine
 from bot.storage.events import RECORD_EVENT
+from bot.storage.retention import LOG_IF_CHANGED, MEET_CARD, REVIEW_CARD, STREAK_DAY, card_params, log_params
 
 
 class Precondition(Exception):
@@ -179,6 +183,16 @@ def _change(conn: SyncConnection, user_id: int, change: Change, now: str, update
                 "UPDATE learners SET language = ?, updated_at = ? WHERE user_id = ?",
                 (change.language, now, user_id),
             )
+        case CardMet():
+            conn.execute(MEET_CARD, card_params(change.card))
+            conn.execute(LOG_IF_CHANGED, log_params(change.entry, update_id))
+        case CardReviewed():
+            cursor = conn.execute(REVIEW_CARD, {**card_params(change.card), "before": change.before})
+            if cursor.rowcount != 1 and change.required:
+                raise Precondition(f"card {change.card['card_id']} changed meanwhile")
+            conn.execute(LOG_IF_CHANGED, log_params(change.entry, update_id))
+        case StreakDay():
+            conn.execute(STREAK_DAY, {"user": user_id, "day": change.day})
         case LessonCompleted():
             raise ValueError("a completed lesson is written after the events (store)")
 

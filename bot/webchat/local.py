@@ -54,7 +54,8 @@ async def local_course(config: Config) -> AsyncIterator[LocalCourse]:
     )
     await api.start()
     try:
-        bot = CourseBot(replace(config, token=api.token, api_base_url=api.api_base_url))  # lessons checked here
+        # Lessons are checked here; the browser's time zone reaches the reminders.
+        bot = CourseBot(replace(config, token=api.token, api_base_url=api.api_base_url), time_zone=api.time_zone)
         chat = WebChat(api, bot.library, host=host, port=port)
         bot.library.listeners.append(chat.reloaded)
         try:
