@@ -268,7 +268,15 @@ class CourseBot:
             if self.time_zone is not None:
                 services = dataclasses.replace(services, time_zone=self.time_zone)
             self.app = app = build_application(self.config, services)
-            await app.initialize()
+            try:
+                await app.initialize()
+            except BaseException:
+                # A refused token or an unreachable API fails getMe inside initialize, and PTB then leaves both
+                # HTTP sessions open (aiohttp names each at exit, under the one line the operator should read).
+                # PTB keeps its two requests only in this tuple; shutting one down twice does nothing.
+                for request in app.bot._request:
+                    await request.shutdown()
+                raise
             stack.push_async_callback(app.shutdown)
             try:
                 await register_commands(app, self.library.current.i18n)

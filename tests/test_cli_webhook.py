@@ -43,7 +43,7 @@ async def test_set_info_and_delete(standin):
     assert standin.webhook is not None
     assert (standin.webhook.secret, standin.webhook.max_connections) == ("from_the_environment", 7)
     # The updates the bot handles, and no others.
-    assert standin.updates.allowed == {"message", "edited_message", "callback_query", "poll_answer"}
+    assert standin.updates.allowed == {"message", "edited_message", "callback_query", "poll_answer", "my_chat_member"}
 
     code, out, _ = await webhook(standin, "info", token=standin.token)
     assert code == 0

@@ -47,6 +47,8 @@ OPTION_KEYS = {"id", "text", "correct"}
 # drills: tests/test_drills_content.py
 LESSON_KEYS = {"id", "title", "summary", "slides", "quiz", "recap", "exercise", "drills"}
 EXERCISE_KEYS = {"title", "instructions", "starter", "hints", "checks", "solution"}
+# Optional: which hint a diagnosed mistake shows first (bot.course checks the ids and numbers themselves).
+EXERCISE_OPTIONAL_KEYS = {"hints_for"}
 CHECK_KEYS = {"id", "expr", "kind", "expect", "fail"}
 CHECK_KINDS = ("equal", "close", "same", "shape", "dtype", "true", "uses", "inside")
 COURSE_KEYS = {"id", "title", "description", "lessons"}
@@ -265,8 +267,8 @@ def exercise_problems(ex) -> list[str]:
     add = problems.append
     if not isinstance(ex, dict):
         return ["exercise is not a mapping"]
-    if set(ex) != EXERCISE_KEYS:
-        missing, extra = EXERCISE_KEYS - set(ex), set(ex) - EXERCISE_KEYS
+    if set(ex) - EXERCISE_OPTIONAL_KEYS != EXERCISE_KEYS:
+        missing, extra = EXERCISE_KEYS - set(ex), set(ex) - EXERCISE_KEYS - EXERCISE_OPTIONAL_KEYS
         if missing:
             add(f"exercise: missing keys {sorted(missing)}")
         if extra:
