@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 from bot.errors import StorageError
@@ -59,6 +59,31 @@ async def copy(source: Path, target: str, say: Callable[[str], None] = print) ->
             await src.close()
 
 
+def _key(info: list[Row]) -> list[str]:
+    """Return the columns of a table's primary key, in key order; none if it has no declared key (a rowid table)."""
+    return [row["name"] for row in sorted((row for row in info if row["pk"]), key=lambda row: int(row["pk"]))]
+
+
+async def _batches(src: Database, table: str, info: list[Row], names: str) -> AsyncIterator[list[Row]]:
+    """Read a table in batches of BATCH rows, each after the last one read by the table's primary key (a WITHOUT
+    ROWID table has no rowid; every table has one or the other), so a batch is one index range, not an OFFSET."""
+    key = [_name(column) for column in _key(info)] or ["rowid"]
+    order = ", ".join(key)
+    # The key's values as read: aliased, so the rowid comes back under a name of its own.
+    marked = ", ".join(f"{column} AS copied_key_{i}" for i, column in enumerate(key))
+    after = f"({order}) > ({', '.join('?' for _ in key)})"
+    last: tuple[object, ...] | None = None
+    while True:
+        where = f" WHERE {after}" if last is not None else ""
+        batch = await src._all(
+            f"SELECT {marked}, {names} FROM {_name(table)}{where} ORDER BY {order} LIMIT ?", (*(last or ()), BATCH)
+        )
+        if not batch:
+            return
+        yield batch
+        last = tuple(batch[-1][f"copied_key_{i}"] for i in range(len(key)))
+
+
 async def _copy(src: Database, dst: Database, say: Callable[[str], None], origin: str) -> dict[str, int]:
     where = redacted(dst.where)
     tables = await src.backend.tables()
@@ -74,21 +99,13 @@ async def _copy(src: Database, dst: Database, say: Callable[[str], None], origin
         counts[table] = await _count(src._all(f"SELECT count(*) FROM {_name(table)}"))
     async with dst.backend.transaction() as conn:
         for table in tables:
-            columns = [row["name"] for row in await src._all(f"PRAGMA table_info({_name(table)})")]
+            info = await src._all(f"PRAGMA table_info({_name(table)})")
+            columns = [row["name"] for row in info]
             names = ", ".join(_name(column) for column in columns)
             marks = ", ".join("?" for _ in columns)
             insert = f"INSERT INTO {_name(table)} ({names}) VALUES ({marks})"
-            last = None
-            while True:
-                batch = await src._all(
-                    f"SELECT rowid AS copied_rowid, {names} FROM {_name(table)}"
-                    " WHERE ? IS NULL OR rowid > ? ORDER BY rowid LIMIT ?",
-                    (last, last, BATCH),
-                )
-                if not batch:
-                    break
+            async for batch in _batches(src, table, info, names):
                 await conn.executemany(insert, [tuple(row[column] for column in columns) for row in batch])
-                last = batch[-1]["copied_rowid"]
             if table in IDENTITY_TABLES:
                 await conn.execute(
                     f"SELECT setval(pg_get_serial_sequence(?, 'id'), coalesce(max(id), 0) + 1, false)"
