@@ -16,6 +16,7 @@ from bot.changes import (
     CardMet,
     CardReviewed,
     Change,
+    CompletionCardClaimed,
     DrillSaved,
     Event,
     HintsShown,
@@ -25,6 +26,7 @@ from bot.changes import (
     PracticeStarted,
     QuizStarted,
     ReaderAt,
+    RemindersOffered,
     SlideShown,
     StreakDay,
 )
@@ -195,6 +197,17 @@ def _change(conn: SyncConnection, user_id: int, change: Change, now: str, update
                 conn.execute(LOG_REVIEW, log_params(change.entry, update_id))
         case StreakDay():
             conn.execute(STREAK_DAY, {"user": user_id, "day": change.day})
+        case RemindersOffered():
+            conn.execute(
+                "UPDATE learners SET reminders = 'offered', remind_at = NULL, remind_snoozed = 0"
+                " WHERE user_id = ? AND reminders = 'unasked'",
+                (user_id,),
+            )
+        case CompletionCardClaimed():
+            conn.execute(
+                "UPDATE learners SET completion_card_at = ? WHERE user_id = ? AND completion_card_at IS NULL",
+                (change.at, user_id),
+            )
         case LessonCompleted():
             raise ValueError("a completed lesson is written after the events (store)")
 

@@ -303,15 +303,11 @@ class RetentionStore:
             (user_id,),
         )
 
-    async def claim_completion_card(self, user_id: int, now: int) -> bool:
-        """Note that the learner's completion card goes out now; False if it went out before (once per learner)."""
-        return (
-            await self._db._write_one(
-                "UPDATE learners SET completion_card_at = ? WHERE user_id = ? AND completion_card_at IS NULL",
-                (now, user_id),
-            )
-            == 1
-        )
+    async def offer_and_card(self, user_id: int) -> tuple[str, bool]:
+        """Return the learner's reminder status and whether their completion card went out (what a finished lesson
+        may change, in the update's own write: bot.changes.RemindersOffered, CompletionCardClaimed)."""
+        row = await self._db._one("SELECT reminders, completion_card_at FROM learners WHERE user_id = ?", (user_id,))
+        return ("unasked", False) if row is None else (str(row["reminders"]), row["completion_card_at"] is not None)
 
 
 def _reminder_row(
