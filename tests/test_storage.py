@@ -21,10 +21,12 @@ from bot.changes import (
     AnswerRecorded,
     CardMet,
     CardReviewed,
+    CompletionCardClaimed,
     LanguageChosen,
     LessonCompleted,
     QuizStarted,
     ReaderAt,
+    RemindersOffered,
     SlideShown,
     StreakDay,
 )
@@ -821,4 +823,7 @@ async def test_reminders_are_claimed_once_per_day_and_the_batch_reads_every_lear
     await store.review_poll_sent("p1", USER, 77, ("a", "b"), 10)
     await store.review_poll_sent("p1", USER, 78, ("b", "a"), 20)
     assert await store.review_poll("p1") == (USER, 78, ("b", "a"))
-    assert await store.claim_completion_card(USER, 10) and not await store.claim_completion_card(USER, 11)
+    assert await stored(db, USER, RemindersOffered(), CompletionCardClaimed(10))
+    assert await stored(db, USER, CompletionCardClaimed(11))
+    assert await store.offer_and_card(USER) == ("on", True)  # offered only while unasked
+    assert await peek(db, f"SELECT completion_card_at FROM learners WHERE user_id = {USER}") == [(10,)]
