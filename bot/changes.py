@@ -142,6 +142,19 @@ class StreakDay:
     day: str
 
 
+@dataclass(frozen=True)
+class RemindersOffered:
+    """The learner finished a lesson while never asked about reminders: they are offered now (once: only while the
+    status is still unasked)."""
+
+
+@dataclass(frozen=True)
+class CompletionCardClaimed:
+    """The learner finished the whole course: their completion card goes out, marked ``at`` (epoch seconds), once."""
+
+    at: int
+
+
 Change = (
     SlideShown
     | ReaderAt
@@ -157,4 +170,6 @@ Change = (
     | CardMet
     | CardReviewed
     | StreakDay
+    | RemindersOffered
+    | CompletionCardClaimed
 )

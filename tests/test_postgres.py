@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bot import dbcopy
-from bot.changes import AnswerRecorded, AttemptGraded, Event, QuizStarted, ReaderAt, SlideShown
+from bot.changes import AnswerRecorded, AttemptGraded, CardMet, Event, QuizStarted, ReaderAt, SlideShown, StreakDay
 from bot.cli import main
 from bot.config import Config
 from bot.errors import StorageError
@@ -25,6 +25,7 @@ from bot.library.load import load_valid
 from bot.storage.backend import PURGE_LOCK
 from bot.storage.db import Database
 from bot.storage.migrations import MIGRATIONS
+from bot.storage.retention import Claim, RetentionStore
 from bot.storage.sending import SharedBudget
 from tests import test_replay as replay
 from tests.botprocess import BotProcess, bot_env, wait_until
@@ -197,16 +198,29 @@ async def _course_in(path: Path) -> None:
         assert await stored(db, USER, AttemptGraded("grad", passed=True), update_id=7)
         await db.accept_updates([(7, "{}"), (8, "{}")], T0)
         await db.updates_handled([7], T0)
+        # Retention's tables, the keyed ones WITHOUT ROWID in the file: more rows than a batch of the test's copy.
+        retention = RetentionStore(db)
+        for user in (USER, OTHER):
+            assert await stored(db, user, *(StreakDay(f"2026-01-0{day}") for day in range(1, 4)))
+            assert await retention.note_activity(user, 1000, 600) and await retention.note_activity(user, 2000, 600)
+            await retention.claim([(Claim(user, "2026-01-02", snoozed=False), None, "on")], 1000)
+        card = {"card_id": 5, "learner": USER, "lesson": "grad", "kind": "question", "item": "q1", "state": 1}
+        card |= {"step": 0, "stability": 1.0, "difficulty": 5.0, "due": 9000, "last_review": 1000}
+        entry = {"card_id": 5, "learner": USER, "rating": 3, "reviewed_at": 1000, "duration_ms": 1500}
+        assert await stored(db, USER, CardMet(card, entry), update_id=8)
     finally:
         await db.close()
 
 
-async def test_db_copy_moves_every_table_and_checks_the_counts(tmp_path, pg_url):
+async def test_db_copy_moves_every_table_and_checks_the_counts(tmp_path, pg_url, monkeypatch):
     source = tmp_path / "coursebot.sqlite3"
     await _course_in(source)
+    monkeypatch.setattr(dbcopy, "BATCH", 2)  # each table read in several batches, after its last key
     said: list[str] = []
     counts = await dbcopy.copy(source, pg_url, say=said.append)
     assert counts["learners"] == 2 and counts["quiz_answers"] == 1 and counts["inbox"] == 2 and counts["events"] == 2
+    assert counts["streak_days"] == 6 and counts["activity"] == 4 and counts["reminders_sent"] == 2
+    assert counts["review_log"] == 1
     assert len(said) == len(counts)
     copied = await Database.open(pg_url)
     original = await Database.open(source)
@@ -217,6 +231,9 @@ async def test_db_copy_moves_every_table_and_checks_the_counts(tmp_path, pg_url)
             assert await copied.find_learner(user) == await original.find_learner(user)
             assert await copied.progress(user) == await original.progress(user)
             assert await copied.latest_answers(user) == await original.latest_answers(user)
+        for table in ("streak_days", "activity", "reminders_sent", "review_cards", "review_log"):
+            query = f"SELECT * FROM {table} ORDER BY 1, 2"
+            assert await peek(copied, query) == await peek(original, query), table
         # Ids PostgreSQL numbers itself go on after the copied ones.
         [(highest,)] = await peek(copied, "SELECT max(id) FROM quiz_sends")
         assert await copied.poll_sending(USER, "grad", "q2", ("c", "d")) == highest + 1

@@ -17,12 +17,25 @@ import pytest
 
 import bot.storage.db as db_module
 import bot.storage.engine as engine_module
-from bot.changes import AnswerRecorded, LanguageChosen, LessonCompleted, QuizStarted, ReaderAt, SlideShown
+from bot.changes import (
+    AnswerRecorded,
+    CardMet,
+    CardReviewed,
+    CompletionCardClaimed,
+    LanguageChosen,
+    LessonCompleted,
+    QuizStarted,
+    ReaderAt,
+    RemindersOffered,
+    SlideShown,
+    StreakDay,
+)
 from bot.errors import StorageError
 from bot.learner import LessonProgress, ReaderView, SentPoll
 from bot.storage.db import Database, backup
 from bot.storage.migrations import MIGRATIONS
 from bot.storage.migrations_pg import POSTGRES_MIGRATIONS
+from bot.storage.retention import Claim, RetentionStore
 from tests.conftest import peek
 from tests.outcomes import answered, stored
 from tests.pg import free_port
@@ -742,3 +755,75 @@ def test_every_placeholder_has_a_bound_value():
         else:
             assert params is None, where
     assert checked >= 15
+
+
+# The retention store (migration 10), on both engines: the same queries must keep their promises on each.
+
+
+def _card(last_review: int | None, due: int, card_id: int = 77) -> dict[str, int | float | str | None]:
+    return {
+        "card_id": card_id,
+        "learner": USER,
+        "lesson": "grad",
+        "kind": "question",
+        "item": f"q{card_id}",
+        "state": 1,
+        "step": 0,
+        "stability": 1.5,
+        "difficulty": 5.0,
+        "due": due,
+        "last_review": last_review,
+    }
+
+
+def _entry(at: int, card_id: int = 77) -> dict[str, int | str | None]:
+    return {"card_id": card_id, "learner": USER, "rating": 3, "reviewed_at": at, "duration_ms": None}
+
+
+async def test_a_card_met_twice_keeps_its_first_review_and_a_replayed_review_logs_nothing_twice(db):
+    await db.learner(USER, CHAT, "en")
+    assert await stored(db, USER, CardMet(_card(100, 500), _entry(100)), update_id=1)
+    assert await stored(db, USER, CardMet(_card(200, 900), _entry(200)), update_id=2)
+    store = RetentionStore(db)
+    assert (await store.card(USER, 77) or {})["last_review"] == 100
+    # Rescheduled from its first review; the same answer again (a replay) finds it changed and writes nothing.
+    assert await stored(db, USER, CardReviewed(_card(300, 2000), 100, _entry(300)), update_id=3)
+    assert not await stored(db, USER, CardReviewed(_card(300, 2000), 100, _entry(300)), update_id=3)
+    assert not await stored(db, USER, CardReviewed(_card(400, 3000), None, _entry(400)), update_id=4)
+    assert await stored(db, USER, CardReviewed(_card(400, 3000), None, _entry(400), required=False), update_id=4)
+    assert await peek(db, "SELECT reviewed_at, update_id FROM review_log ORDER BY reviewed_at") == [(100, 1), (300, 3)]
+    assert [row["card_id"] for row in await store.due_cards(USER, 2000, 10)] == [77]
+    assert await store.due_cards(USER, 1999, 10) == []
+    assert await stored(db, USER, StreakDay("2026-01-02"), StreakDay("2026-01-02"), StreakDay("2026-01-03"))
+    assert await store.streak_days(USER, "2026-01-03") == ["2026-01-03"]
+
+
+async def test_reminders_are_claimed_once_per_day_and_the_batch_reads_every_learner(db):
+    store = RetentionStore(db)
+    await db.learner(USER, CHAT, "en")
+    await db.learner(USER + 1, CHAT + 1, "de")
+    assert await store.set_status(USER, "on", 5000)
+    assert not await store.set_status(USER, "off", None, only_from="paused")
+    assert await store.set_status(USER, "on", 6000, only_from="on")
+    assert await store.due_reminders(6000, 10) == [USER]
+    assert await store.note_activity(USER, 1000, 600)
+    assert not await store.note_activity(USER, 1500, 600)  # within the step: one row
+    await stored(db, USER, CardMet(_card(100, 500), _entry(100)), update_id=1)
+    await stored(db, USER, CardMet(_card(100, 9000, card_id=78), _entry(100, card_id=78)), update_id=2)
+    first = Claim(USER, "2026-01-02", snoozed=False)
+    assert await store.claim([(first, 9000, "on")], 6000) == [first]
+    assert await store.claim([(first, 9500, "on")], 6100) == []
+    assert await store.unsent(6050) == [first]
+    await store.delivered([(first, "sent")])
+    assert await store.unsent(7000) == []
+    rows = {row.user_id: row for row in await store.reminder_rows([USER, USER + 1], 6000)}
+    assert rows[USER].status == "on" and rows[USER].remind_at == 9500 and rows[USER].ignored == 1
+    assert rows[USER].activity == (1000,) and rows[USER].cards_due == 1 and rows[USER].next_card_due == 500
+    assert rows[USER + 1].status == "unasked" and rows[USER + 1].cards_due == 0
+    await store.review_poll_sent("p1", USER, 77, ("a", "b"), 10)
+    await store.review_poll_sent("p1", USER, 78, ("b", "a"), 20)
+    assert await store.review_poll("p1") == (USER, 78, ("b", "a"))
+    assert await stored(db, USER, RemindersOffered(), CompletionCardClaimed(10))
+    assert await stored(db, USER, CompletionCardClaimed(11))
+    assert await store.offer_and_card(USER) == ("on", True)  # offered only while unasked
+    assert await peek(db, f"SELECT completion_card_at FROM learners WHERE user_id = {USER}") == [(10,)]

@@ -22,7 +22,16 @@ from telegram.constants import ParseMode, PollType
 from telegram.error import TelegramError
 
 from bot import logs, render, retention_render
-from bot.changes import CardMet, CardReviewed, Change, Event, LessonCompleted, StreakDay
+from bot.changes import (
+    CardMet,
+    CardReviewed,
+    Change,
+    CompletionCardClaimed,
+    Event,
+    LessonCompleted,
+    RemindersOffered,
+    StreakDay,
+)
 from bot.context import CourseContext
 from bot.course.model import ChoiceDrill, ParsonsDrill
 from bot.i18n import current_language
@@ -122,7 +131,9 @@ async def changes_for(context: CourseContext, changes: Sequence[Change], events:
 
     A Quick Check answer or a drill's graded answer makes the item's card (the first answer is its first review); a
     drill answered while its card is due reviews the card (how a Parsons card is reviewed); finishing something
-    counts the day.
+    counts the day. A finished lesson offers reminders (once, while never asked) and, when it finishes the course,
+    claims the completion card: both are marks in the learner's row, written with the answer that finished it, so a
+    replay of that update finds them made; what they send goes out after the update's screens (``follow_up``).
     """
     more: list[Change] = []
     now, user_id = _now(context), context.learner.user_id
@@ -143,7 +154,24 @@ async def changes_for(context: CourseContext, changes: Sequence[Change], events:
         more.append(CardMet(met.columns(), entry.columns()))
     if any(_finishes(item) for item in (*changes, *events)):
         more.append(StreakDay((await local_day(context, now)).isoformat()))
+    completed = {change.lesson_id for change in changes if isinstance(change, LessonCompleted)}
+    if completed:
+        more.extend(await _after_lessons(context, completed, now))
     return more
+
+
+async def _after_lessons(context: CourseContext, completed: set[str], now: dt.datetime) -> list[Change]:
+    """Return the marks that finishing the lessons ``completed`` makes: the reminders' offer, the completion card."""
+    status, card_sent = await _store(context).offer_and_card(context.learner.user_id)
+    marks: list[Change] = []
+    if status == Status.UNASKED:
+        marks.append(RemindersOffered())
+    if not card_sent:
+        progress = await context.snapshot.all_progress()
+        done = {lesson_id for lesson_id, item in progress.items() if stage(item) is Stage.DONE} | completed
+        if all(item.id in done for item in context.course.lessons):
+            marks.append(CompletionCardClaimed(int(now.timestamp())))
+    return marks
 
 
 # What the update stored that something follows (the offer, the card, the review's next card), done once the
@@ -160,34 +188,29 @@ def stored(changes: Sequence[Change]) -> None:
     """Note changes just stored: ``follow_up`` acts on them once the update's screens are shown."""
     noted = _stored.get()
     if noted is not None:
-        noted.extend(change for change in changes if isinstance(change, LessonCompleted | CardReviewed))
+        noted.extend(
+            change for change in changes if isinstance(change, RemindersOffered | CompletionCardClaimed | CardReviewed)
+        )
 
 
 async def follow_up(context: CourseContext) -> None:
-    """After the update's screens: the offer and the card after a lesson, the review's next card after a due drill."""
+    """After the update's screens: the offer and the card after a lesson, the review's next card after a due drill.
+
+    Each follows a mark its update stored (a replay whose update was stored before stores nothing, and sends none).
+    """
     noted = _stored.get()
     if not noted:
         return
     changes, noted[:] = list(noted), []
-    if any(isinstance(change, LessonCompleted) for change in changes):
-        await lesson_finished(context)
+    if any(isinstance(change, RemindersOffered) for change in changes):
+        await _send(context, retention_render.reminder_offer())
+    if any(isinstance(change, CompletionCardClaimed) for change in changes):
+        await send_completion_card(context)
     if any(isinstance(change, CardReviewed) for change in changes):
         await next_card(context)
 
 
-# After a lesson
-
-
-async def lesson_finished(context: CourseContext) -> None:
-    """Offer reminders once (after the first lesson finished); send the card once the whole course is done."""
-    store, user_id = _store(context), context.learner.user_id
-    if await store.set_status(user_id, Status.OFFERED, None, only_from=Status.UNASKED):
-        await _send(context, retention_render.reminder_offer())
-    progress = await context.snapshot.all_progress()
-    course = context.course
-    if all(item.id in progress and stage(progress[item.id]) is Stage.DONE for item in course.lessons):
-        if await store.claim_completion_card(user_id, int(_now(context).timestamp())):
-            await send_completion_card(context)
+# After the course
 
 
 async def send_completion_card(context: CourseContext) -> None:

@@ -127,16 +127,21 @@ class Backend(Protocol):
 
 
 # A quoted string or identifier (copied as it is), a ``::`` cast, a ``?``, a ``:name``, a ``%``, or a call of
-# SQLite's json_object, which PostgreSQL calls json_build_object (its own json_object takes arrays).
+# SQLite's json_object, which PostgreSQL calls json_build_object (its own json_object takes arrays), or of SQLite's
+# json_each over an array, which PostgreSQL calls json_array_elements_text (both name the element ``value``).
 _TOKEN = re.compile(
-    r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|::|\?|:([A-Za-z_][A-Za-z0-9_]*)|%|\b(json_object)\s*\(", re.IGNORECASE
+    r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|::|\?|:([A-Za-z_][A-Za-z0-9_]*)|%|\b(json_object|json_each)\s*\(",
+    re.IGNORECASE,
 )
+# SQLite's JSON functions by their PostgreSQL names.
+_JSON_FUNCTIONS = {"json_object": "json_build_object", "json_each": "json_array_elements_text"}
 
 
 @functools.lru_cache(maxsize=1024)
 def pyformat(sql: str) -> str:
     """Translate a query to PostgreSQL as psycopg takes it: ``?`` and ``:name`` placeholders to ``%s`` and
-    ``%(name)s``, ``%`` to ``%%``, and ``json_object(`` to ``json_build_object(``.
+    ``%(name)s``, ``%`` to ``%%``, ``json_object(`` to ``json_build_object(``, and ``json_each(`` (of an array: its
+    elements come as text, CAST them) to ``json_array_elements_text(``.
 
     Quoted text and ``::`` casts are left alone, so a ``?`` or ``:`` inside a string literal stays what it is. The
     other SQLite functions the queries use (instr, julianday, round of a float, json_group_array) are defined in the
@@ -152,7 +157,7 @@ def pyformat(sql: str) -> str:
         if match.group(1) is not None:
             return f"%({match.group(1)})s"
         if match.group(2) is not None:
-            return "json_build_object("
+            return f"{_JSON_FUNCTIONS[match.group(2).lower()]}("
         return token
 
     return _TOKEN.sub(replace, sql)

@@ -183,8 +183,8 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         next_free  DOUBLE PRECISION NOT NULL
     );
     """,
-    # 10: what brings a learner back (issue 18): the same tables as SQLite's migration 10. (The retention queries
-    # use SQLite's changes() and INSERT OR IGNORE: not yet run on PostgreSQL.)
+    # 10: what brings a learner back (issue 18): the same tables as SQLite's migration 10, which the retention
+    # store's queries (written once for both engines) read and write.
     """
     CREATE TABLE review_cards (
         card_id      BIGINT PRIMARY KEY,

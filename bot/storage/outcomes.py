@@ -16,6 +16,7 @@ from bot.changes import (
     CardMet,
     CardReviewed,
     Change,
+    CompletionCardClaimed,
     DrillSaved,
     Event,
     HintsShown,
@@ -25,6 +26,7 @@ from bot.changes import (
     PracticeStarted,
     QuizStarted,
     ReaderAt,
+    RemindersOffered,
     SlideShown,
     StreakDay,
 )
@@ -33,7 +35,7 @@ from bot.storage.backend import SyncConnection
 from bot.storage.drills import SAVE_DRILL, drill_params
 from bot.storage.engine import Engine
 from bot.storage.events import RECORD_EVENT
-from bot.storage.retention import LOG_IF_CHANGED, MEET_CARD, REVIEW_CARD, STREAK_DAY, card_params, log_params
+from bot.storage.retention import LOG_REVIEW, MEET_CARD, REVIEW_CARD, STREAK_DAY, card_params, log_params
 
 
 class Precondition(Exception):
@@ -184,15 +186,28 @@ def _change(conn: SyncConnection, user_id: int, change: Change, now: str, update
                 (change.language, now, user_id),
             )
         case CardMet():
-            conn.execute(MEET_CARD, card_params(change.card))
-            conn.execute(LOG_IF_CHANGED, log_params(change.entry, update_id))
+            # A card met before keeps its first review: only a card written now logs its answer.
+            if conn.execute(MEET_CARD, card_params(change.card)).rowcount == 1:
+                conn.execute(LOG_REVIEW, log_params(change.entry, update_id))
         case CardReviewed():
             cursor = conn.execute(REVIEW_CARD, {**card_params(change.card), "before": change.before})
             if cursor.rowcount != 1 and change.required:
                 raise Precondition(f"card {change.card['card_id']} changed meanwhile")
-            conn.execute(LOG_IF_CHANGED, log_params(change.entry, update_id))
+            if cursor.rowcount == 1:
+                conn.execute(LOG_REVIEW, log_params(change.entry, update_id))
         case StreakDay():
             conn.execute(STREAK_DAY, {"user": user_id, "day": change.day})
+        case RemindersOffered():
+            conn.execute(
+                "UPDATE learners SET reminders = 'offered', remind_at = NULL, remind_snoozed = 0"
+                " WHERE user_id = ? AND reminders = 'unasked'",
+                (user_id,),
+            )
+        case CompletionCardClaimed():
+            conn.execute(
+                "UPDATE learners SET completion_card_at = ? WHERE user_id = ? AND completion_card_at IS NULL",
+                (change.at, user_id),
+            )
         case LessonCompleted():
             raise ValueError("a completed lesson is written after the events (store)")
 

@@ -17,21 +17,22 @@ from bot.storage.engine import Engine
 
 # A card met for the first time; one met before is kept (its first answer stays its first review).
 MEET_CARD = (
-    "INSERT OR IGNORE INTO review_cards (card_id, user_id, lesson_id, kind, item_id, state, step, stability,"
+    "INSERT INTO review_cards (card_id, user_id, lesson_id, kind, item_id, state, step, stability,"
     " difficulty, due, last_review) VALUES (:card_id, :learner, :lesson, :kind, :item, :state, :step, :stability,"
-    " :difficulty, :due, :last_review)"
+    " :difficulty, :due, :last_review) ON CONFLICT DO NOTHING"
 )
 # A card rescheduled, by compare-and-set on its last review: a second answer to the same showing changes nothing.
 REVIEW_CARD = (
     "UPDATE review_cards SET state = :state, step = :step, stability = :stability, difficulty = :difficulty,"
-    " due = :due, last_review = :last_review WHERE card_id = :card_id AND last_review IS :before"
+    " due = :due, last_review = :last_review WHERE card_id = :card_id AND last_review IS NOT DISTINCT FROM :before"
 )
-# The review log's entry, appended only when the statement just before it wrote its card (SQLite's changes()).
-LOG_IF_CHANGED = (
-    "INSERT OR IGNORE INTO review_log (card_id, user_id, rating, reviewed_at, duration_ms, update_id)"
-    " SELECT :card_id, :learner, :rating, :reviewed_at, :duration_ms, :update_id WHERE changes() = 1"
+# The review log's entry: the caller appends it only when MEET_CARD or REVIEW_CARD just wrote its card (their
+# rows-changed count), so a replayed answer logs nothing twice; an update's entry is unique (review_log_once).
+LOG_REVIEW = (
+    "INSERT INTO review_log (card_id, user_id, rating, reviewed_at, duration_ms, update_id)"
+    " VALUES (:card_id, :learner, :rating, :reviewed_at, :duration_ms, :update_id) ON CONFLICT DO NOTHING"
 )
-STREAK_DAY = "INSERT OR IGNORE INTO streak_days (user_id, day) VALUES (:user, :day)"
+STREAK_DAY = "INSERT INTO streak_days (user_id, day) VALUES (:user, :day) ON CONFLICT DO NOTHING"
 
 
 def card_params(card: Mapping[str, Any]) -> dict[str, Any]:
@@ -41,7 +42,7 @@ def card_params(card: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def log_params(entry: Mapping[str, Any], update_id: int | None) -> dict[str, Any]:
-    """Return a review's entry (ReviewEntry.columns) as LOG_IF_CHANGED binds it."""
+    """Return a review's entry (ReviewEntry.columns) as LOG_REVIEW binds it."""
     names = ("card_id", "learner", "rating", "reviewed_at", "duration_ms")
     return {**{name: entry[name] for name in names}, "update_id": update_id}
 
@@ -125,7 +126,9 @@ class RetentionStore:
     ) -> None:
         """Remember a review poll sent, with its options in the order shown."""
         await self._db._write_one(
-            "INSERT OR REPLACE INTO review_polls (poll_id, user_id, card_id, options, sent_at) VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO review_polls (poll_id, user_id, card_id, options, sent_at) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (poll_id) DO UPDATE SET user_id = excluded.user_id, card_id = excluded.card_id,"
+            " options = excluded.options, sent_at = excluded.sent_at",
             (poll_id, user_id, card_id, " ".join(options), now),
         )
 
@@ -145,8 +148,8 @@ class RetentionStore:
         """
         async with self._db._write() as conn:
             added = await conn.execute(
-                "INSERT OR IGNORE INTO activity (user_id, at) SELECT ?, ? WHERE NOT EXISTS"
-                " (SELECT 1 FROM activity WHERE user_id = ? AND at > ?)",
+                "INSERT INTO activity (user_id, at) SELECT ?, ? WHERE NOT EXISTS"
+                " (SELECT 1 FROM activity WHERE user_id = ? AND at > ?) ON CONFLICT DO NOTHING",
                 (user_id, now, user_id, now - step_seconds),
             )
             if added != 1:
@@ -178,18 +181,19 @@ class RetentionStore:
         """Return the reminder records of these learners, in one pass per table (the sweep's batch)."""
         if not user_ids:
             return []
+        # The learners as one bound JSON array, its elements read back as integers (an index range each).
         ids = json.dumps(list(user_ids))
         learners = await self._db._all(
             "SELECT user_id, chat_id, language, telegram_language, reminders, remind_at, remind_snoozed,"
             " reminder_shift, reminders_ignored, last_reminder, utc_offset FROM learners"
-            " WHERE user_id IN (SELECT value FROM json_each(?))",
+            " WHERE user_id IN (SELECT CAST(value AS BIGINT) FROM json_each(?))",
             (ids,),
         )
         cards = {
             row["user_id"]: row
             for row in await self._db._all(
-                "SELECT user_id, sum(due <= ?) AS due_now, min(due) AS next_due FROM review_cards"
-                " WHERE user_id IN (SELECT value FROM json_each(?)) GROUP BY user_id",
+                "SELECT user_id, sum(CASE WHEN due <= ? THEN 1 ELSE 0 END) AS due_now, min(due) AS next_due"
+                " FROM review_cards WHERE user_id IN (SELECT CAST(value AS BIGINT) FROM json_each(?)) GROUP BY user_id",
                 (now, ids),
             )
         }
@@ -197,13 +201,15 @@ class RetentionStore:
             row["user_id"]: row["lesson_id"]
             for row in await self._db._all(
                 "SELECT user_id, min(lesson_id) AS lesson_id FROM lesson_progress"
-                " WHERE user_id IN (SELECT value FROM json_each(?)) AND completed_at IS NULL GROUP BY user_id",
+                " WHERE user_id IN (SELECT CAST(value AS BIGINT) FROM json_each(?)) AND completed_at IS NULL"
+                " GROUP BY user_id",
                 (ids,),
             )
         }
         activity: dict[int, list[int]] = {}
         for row in await self._db._all(
-            "SELECT user_id, at FROM activity WHERE user_id IN (SELECT value FROM json_each(?)) ORDER BY user_id, at",
+            "SELECT user_id, at FROM activity WHERE user_id IN (SELECT CAST(value AS BIGINT) FROM json_each(?))"
+            " ORDER BY user_id, at",
             (ids,),
         ):
             activity.setdefault(row["user_id"], []).append(row["at"])
@@ -231,7 +237,7 @@ class RetentionStore:
         changed = await self._db._write_one(
             "UPDATE learners SET reminders = ?, remind_at = ?, remind_snoozed = 0,"
             " reminders_ignored = CASE WHEN ? = 'on' THEN 0 ELSE reminders_ignored END"
-            " WHERE user_id = ? AND (? IS NULL OR reminders = ?)",
+            " WHERE user_id = ? AND (CAST(? AS TEXT) IS NULL OR reminders = ?)",
             (status, remind_at, status, user_id, only_from, only_from),
         )
         return changed == 1
@@ -256,7 +262,8 @@ class RetentionStore:
         async with self._db._write() as conn:
             for claim, remind_at, status in claims:
                 claimed_now = await conn.execute(
-                    "INSERT OR IGNORE INTO reminders_sent (user_id, day, snoozed, claimed_at) VALUES (?, ?, ?, ?)",
+                    "INSERT INTO reminders_sent (user_id, day, snoozed, claimed_at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT DO NOTHING",
                     (claim.user_id, claim.day, int(claim.snoozed), now),
                 )
                 await conn.execute(
@@ -296,15 +303,11 @@ class RetentionStore:
             (user_id,),
         )
 
-    async def claim_completion_card(self, user_id: int, now: int) -> bool:
-        """Note that the learner's completion card goes out now; False if it went out before (once per learner)."""
-        return (
-            await self._db._write_one(
-                "UPDATE learners SET completion_card_at = ? WHERE user_id = ? AND completion_card_at IS NULL",
-                (now, user_id),
-            )
-            == 1
-        )
+    async def offer_and_card(self, user_id: int) -> tuple[str, bool]:
+        """Return the learner's reminder status and whether their completion card went out (what a finished lesson
+        may change, in the update's own write: bot.changes.RemindersOffered, CompletionCardClaimed)."""
+        row = await self._db._one("SELECT reminders, completion_card_at FROM learners WHERE user_id = ?", (user_id,))
+        return ("unasked", False) if row is None else (str(row["reminders"]), row["completion_card_at"] is not None)
 
 
 def _reminder_row(
