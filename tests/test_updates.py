@@ -73,6 +73,13 @@ def state(row: sqlite3.Row) -> tuple[str, str | None]:
     return row["state"], row["payload"]
 
 
+async def all_handled(path: Path) -> None:
+    """Wait until every update so far is handled: a reply can reach the learner before its update is marked."""
+    await wait_until(
+        lambda: all(row["state"] == "handled" for row in inbox_rows(path).values()), "every update so far is handled"
+    )
+
+
 def update_json(update_id: int, text: str = "/start") -> str:
     return json.dumps(
         {
@@ -125,6 +132,7 @@ async def test_an_update_telegram_was_told_of_is_handled_after_kill_9(standin, t
     ada = standin.learner(user_id=4101)
     async with BotProcess(bot_env(standin, db_path), tmp_path / "bot.log") as bot:
         await send_and_wait(ada, "/start", timeout=30)
+        await all_handled(db_path)  # else a kill replays /start too, and its welcome comes again
         standin.fail_next("sendMessage", status=429, retry_after=5)
         since = ada.cursor()
         update_id = ada.send_nowait("/lessons")
@@ -153,6 +161,7 @@ async def test_code_sent_just_before_kill_9_still_gets_its_output(standin, tmp_p
         env = bot_env(standin, db_path, COURSEBOT_RUNNER_URL=runner.url)
         async with BotProcess(env, tmp_path / "bot.log") as bot:
             await send_and_wait(ada, "/start", timeout=30)
+            await all_handled(db_path)  # else a kill replays /start too, and its welcome comes again
             since = ada.cursor()
             update_id = ada.send_nowait("/run import time\ntime.sleep(3)\nprint('slept well')")
             await standin.wait_call("sendChatAction", timeout=10)  # the run has begun
