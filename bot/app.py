@@ -95,7 +95,7 @@ def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
 def build_application(config: Config, services: Services) -> CourseApplication:
     """Return the PTB application with every handler registered, taking its updates from an inbox."""
     # Updates reach the application through the inbox (see serve_updates), never through PTB's Updater.
-    inbox = Inbox(services.db)
+    inbox = Inbox(services.db, lease=config.inbox_lease)
     app = (
         ApplicationBuilder()
         .application_class(InboxApplication, {"inbox": inbox})
@@ -303,6 +303,7 @@ class CourseBot:
             await self.polling.stop()
         if app.running:
             await app.stop()  # waits for the updates under way and the tasks they started
+        await app.inbox.close()  # claims are renewed until the updates under way are handled
         await app.inbox.flush()
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -405,6 +406,7 @@ async def serve_updates(app: CourseApplication, config: Config | None = None) ->
             raise ConfigError(
                 f"cannot receive webhooks on {host}:{port}: {exc.strerror or exc} (check COURSEBOT_WEBHOOK_LISTEN)."
             ) from None
+        app.inbox.keep(app.bot, app.update_queue)
         return receiver
     polling = Polling(
         app.bot,
@@ -415,6 +417,7 @@ async def serve_updates(app: CourseApplication, config: Config | None = None) ->
         on_error=_polling_error,
     )
     await polling.start()
+    app.inbox.keep(app.bot, app.update_queue)
     return polling
 
 

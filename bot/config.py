@@ -44,6 +44,9 @@ class Config:
     log_level: str = "INFO"
     # Days learning events are kept for `coursebot stats`; 0 records none. Purged at start and daily.
     events_days: int = 365
+    # Seconds a process's claim on an update it handles lasts; renewed every third of that while it runs. On
+    # PostgreSQL, another replica takes over the updates of one that died once its lease ran out (bot.updates).
+    inbox_lease: float = 30.0
     # "text" lines for people, or "json": one object per line with the update's id, handler and latency.
     log_format: str = "text"
     # Where GET /healthz and GET /metrics are served, as (host, port); None: not served. The image serves
@@ -293,6 +296,13 @@ SETTINGS: tuple[Setting, ...] = (
         ("COURSEBOT_EVENTS_DAYS",),
         "days learning events are kept for `coursebot stats` (purged at start and daily); `0` records none",
         number(int, 0),
+    ),
+    Setting(
+        "inbox_lease",
+        ("COURSEBOT_INBOX_LEASE",),
+        "seconds a replica's claim on an update it handles lasts (renewed while it runs); on PostgreSQL another "
+        "replica takes over the updates of one that died once this ran out",
+        number(float, 1.0),
     ),
     Setting(
         "web_host",

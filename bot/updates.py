@@ -15,7 +15,10 @@ import asyncio
 import datetime as dt
 import json
 import logging
+import os
+import socket
 import sqlite3
+import uuid
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
@@ -43,6 +46,10 @@ WATCH_ALONE = 5.0
 # twice as long. (After a week without updates Telegram may start ids anywhere, even below old ones.)
 REMEMBER_HANDLED = dt.timedelta(days=2)
 FORGET_EVERY = dt.timedelta(hours=1)
+# A process claims each update it takes, for LEASE seconds, and renews its claims every third of that while it runs.
+# On a shared database a replay takes only updates nobody holds or whose lease ran out: a replica starting never
+# handles again what a live one is handling, and a live one takes over, within a lease, what a dead one left.
+LEASE = 30.0
 # Waits after a failed getUpdates: the first, then each one half as long again, up to the last (seconds).
 RETRY_FIRST, RETRY_MAX = 1.0, 30.0
 
@@ -70,10 +77,17 @@ class Inbox:
     it). Work that was cancelled leaves its update pending, to be handled again at the next start.
     """
 
-    def __init__(self, db: Database, clock: Clock = utc_now, watch_alone: float = WATCH_ALONE):
+    def __init__(self, db: Database, clock: Clock = utc_now, watch_alone: float = WATCH_ALONE, lease: float = LEASE):
         self._db = db
         self._clock = clock
         self._watch_alone = watch_alone
+        self._lease = dt.timedelta(seconds=lease)
+        # Who holds this process's claims: unique to this run (a restarted process never mistakes its old claims,
+        # whose work died with it, for live ones); host and pid name it in the database for an operator.
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        # One process on an SQLite file: no other process can hold a claim, so a replay takes every pending update.
+        self._shared = db.backend.name != "sqlite"
+        self._keeper: asyncio.Task[None] | None = None
         self._work: dict[int, int] = {}  # update id -> pieces of work under way; present from hand-over to the end
         self._interrupted: set[int] = set()
         self._finished: dict[int, asyncio.Event] = {}  # set when an update awaited by replay has no work left
@@ -90,7 +104,10 @@ class Inbox:
         now = self._clock()
         texts = payloads if payloads is not None else [u.to_json() for u in updates]
         fresh = await self._db.accept_updates(
-            [(u.update_id, text) for u, text in zip(updates, texts, strict=True)], now
+            [(u.update_id, text) for u, text in zip(updates, texts, strict=True)],
+            now,
+            owner=self.owner,
+            lease_until=now + self._lease,
         )
         accepted = [u for u in updates if u.update_id in fresh]
         for update in accepted:
@@ -105,17 +122,59 @@ class Inbox:
         Suspects (handed over at an earlier start already) are handled alone: what came before them first, then
         each one, watched, so that a crash meanwhile is blamed on it and on nothing else.
         """
+        return await self._take_over(bot, queue, at_start=True)
+
+    def keep(self, bot: Bot, queue: asyncio.Queue[object]) -> None:
+        """On a shared database, renew this process's claims and take over lapsed ones in the background until
+        ``close``: a replica that died mid-update leaves its updates to the others, after one lease."""
+        if self._shared and self._keeper is None:
+            self._keeper = asyncio.get_running_loop().create_task(self._keep(bot, queue), name="inbox: claims")
+
+    async def close(self) -> None:
+        """Stop renewing claims and taking over others' (once the updates under way are handled)."""
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None:
+            keeper.cancel()
+            try:
+                await keeper
+            except asyncio.CancelledError:
+                if not keeper.cancelled():
+                    raise
+
+    async def _keep(self, bot: Bot, queue: asyncio.Queue[object]) -> None:
+        """Renew this process's claims, and take over updates whose owner's lease ran out, every third of a lease."""
+        while True:
+            await asyncio.sleep(self._lease.total_seconds() / 3)
+            await self.keep_once(bot, queue)
+
+    async def keep_once(self, bot: Bot, queue: asyncio.Queue[object]) -> int:
+        """Renew this process's claims, then hand ``queue`` the updates whose lease ran out; return how many."""
+        try:
+            await self._db.renew_claims(self.owner, self._clock() + self._lease)
+            return await self._take_over(bot, queue, at_start=False)
+        except (sqlite3.Error, StorageError):
+            # The next round tries again; meanwhile this process's claims may lapse: at least once, never lost.
+            log.exception("could not renew the inbox's claims")
+            return 0
+
+    async def _take_over(self, bot: Bot, queue: asyncio.Queue[object], *, at_start: bool) -> int:
         now = self._clock()
-        pending, abandoned = await self._db.unhandled_updates(MAX_CRASHES, now)
+        pending, abandoned = await self._db.unhandled_updates(
+            MAX_CRASHES, now, owner=self.owner, lease_until=now + self._lease, take_live=not self._shared
+        )
         for update_id in abandoned:
             log.error(
                 "update %s was given up: the bot died %d times while handling it alone, as if it crashed the bot",
                 update_id,
                 MAX_CRASHES,
             )
-        await self._forget(now)
+        if at_start:
+            await self._forget(now)
         if pending:
-            log.info("handling %d updates again that the last run left unhandled", len(pending))
+            if at_start:
+                log.info("handling %d updates again that the last run left unhandled", len(pending))
+            else:
+                log.warning("taking over %d updates whose owner's lease ran out", len(pending))
         under_way: list[int] = []
         for update_id, replays, payload in pending:
             try:

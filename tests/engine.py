@@ -64,6 +64,26 @@ def _build(tag: str, target: str | None) -> tuple[bool, str]:
     return done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
+@cache
+def _build_file(tag: str, dockerfile: str) -> tuple[bool, str]:
+    base = _script("base-image", timeout=BUILD_TIMEOUT_S)
+    if base.returncode != 0:
+        return False, base.stderr
+    context = os.path.dirname(dockerfile)
+    done = _script("build", "-t", tag, "-f", dockerfile, context, timeout=BUILD_TIMEOUT_S)
+    return done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+def image_from(dockerfile: str, tag: str) -> str:
+    """Build ``tag`` from ``dockerfile`` (a path in the checkout; its folder is the context) with the project's own
+    scripts, on the Debian base they make, once per session; return the tag."""
+    require_engine()
+    ok, log = _build_file(tag, dockerfile)
+    if not ok:
+        pytest.fail(f"docker build of {tag} failed:\n{log}")
+    return tag
+
+
 def image(target: str | None = None) -> str:
     """The tag of this checkout's image (the default target, or ``target``), built once per session."""
     require_engine()

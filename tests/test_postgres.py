@@ -28,7 +28,7 @@ from bot.storage.migrations import MIGRATIONS
 from bot.storage.retention import Claim, RetentionStore
 from bot.storage.sending import SharedBudget
 from tests import test_replay as replay
-from tests.botprocess import BotProcess, bot_env
+from tests.botprocess import BotProcess, bot_env, wait_until
 from tests.conftest import LESSONS, LOCALES, ROOT, peek, running
 from tests.journey import answer_quiz, position, read_slides, send_and_wait, solve_drills, tap_and_wait_edit
 from tests.outcomes import stored
@@ -429,3 +429,71 @@ async def test_a_replay_after_a_crash_stores_what_one_clean_run_stores_on_postgr
     if point == "button:answered":
         assert len(standin.answered_again) == 1  # the replayed tap's second answer: the crash's doing
         standin.answered_again.clear()
+
+
+async def test_a_replica_killed_mid_update_leaves_it_claimed_until_its_lease_runs_out_then_one_survivor_answers(
+    standin, pg_url, tmp_path
+):
+    # Three processes on one database, each receiving webhooks on a port of its own; Telegram (the stand-in) sends
+    # to the first. It stores /start (claimed by it, for the lease) and dies before the reply goes out. A second
+    # replica runs throughout; the first is started again while its old claim is live. Neither replays the update
+    # at once; once the lease ran out, one of them takes it over and the learner gets one answer.
+    lease = 20.0
+    secret = "scale-test_SECRET"
+    ports = [free_port() for _ in range(2)]
+
+    def replica(n: int) -> BotProcess:
+        env = bot_env(
+            standin,
+            tmp_path / f"unused{n}.sqlite3",
+            COURSEBOT_DB=pg_url,
+            COURSEBOT_CONTROL_SOCKET=str(tmp_path / f"control{n}.sock"),
+            COURSEBOT_WEBHOOK_LISTEN=f"127.0.0.1:{ports[n]}",
+            COURSEBOT_WEBHOOK_SECRET=secret,
+            COURSEBOT_INBOX_LEASE=str(lease),
+        )
+        return BotProcess(env, tmp_path / f"bot{n}.log")
+
+    says = b"receiving updates by webhook"
+    dying, survivor = replica(0), replica(1)
+    checker = await Database.open(pg_url)
+    try:
+        await asyncio.gather(dying.start(), survivor.start())
+        await asyncio.gather(dying.wait_polling(says=says), survivor.wait_polling(says=says))
+        await standin.set_webhook({"url": f"http://127.0.0.1:{ports[0]}/", "secret_token": secret})
+        ada = standin.learner(user_id=USER)
+        since = ada.cursor()
+        standin.fail_next("sendMessage", 429, retry_after=5)  # the reply waits: the kill finds the update under way
+        calls = len(standin.calls)
+        update_id = await ada.send("/start")
+        await standin.wait_call("sendMessage", since=calls, timeout=30)
+        dead_pid = dying.process.pid
+        await dying.kill()
+        killed_at = time.monotonic()
+        rows = await peek(checker, f"SELECT state, owner FROM inbox WHERE update_id = {update_id}")
+        assert len(rows) == 1 and rows[0][0] == "pending"
+        assert str(rows[0][1]).split(":")[1] == str(dead_pid)  # the dead replica's claim
+        await dying.start()  # the same replica again, on the same port: a new owner
+        await dying.wait_polling(says=says)
+        assert time.monotonic() - killed_at < lease, "the restart outlived the lease: the test proves nothing"
+        # A live claim: the start did not replay it, nor did the survivor take it.
+        assert "updates again that the last run left unhandled" not in dying.log().split("---- start 2")[1]
+        assert await peek(checker, f"SELECT state, owner FROM inbox WHERE update_id = {update_id}") == rows
+        assert ada.messages == []
+        # Once the lease ran out (at most a lease after the kill, plus a third for the next sweep), one takes over.
+        menu = await ada.wait_message(since=since, timeout=lease * 2)
+        assert time.monotonic() - killed_at >= lease / 3  # not before the claim could have lapsed
+        await wait_until(
+            lambda: "taking over 1 updates" in dying.log() + survivor.log(), "a replica took the update", 10
+        )
+        await asyncio.sleep(lease / 3 + 1)  # one more sweep of each: nobody takes it again
+        assert [m["message_id"] for m in ada.messages] == [menu["message_id"]]  # answered once
+        assert len([call for call in standin.calls_to("sendMessage") if call.ok]) == 1
+        assert (dying.log() + survivor.log()).count("taking over 1 updates") == 1
+        state = await peek(checker, f"SELECT state, replays FROM inbox WHERE update_id = {update_id}")
+        assert state == [("handled", 1)]
+    finally:
+        await checker.close()
+        await asyncio.gather(dying.stop(), survivor.stop(), return_exceptions=True)
+    logs = dying.log() + survivor.log()
+    assert "Traceback" not in logs, logs

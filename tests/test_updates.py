@@ -22,7 +22,7 @@ from bot.app import LONG_POLL_SECONDS
 from bot.library.load import load_valid
 from bot.storage.db import Database
 from bot.storage.migrations import MIGRATIONS
-from bot.updates import MAX_CRASHES, REMEMBER_HANDLED, Inbox, Polling
+from bot.updates import LEASE, MAX_CRASHES, REMEMBER_HANDLED, Inbox, Polling
 from tests.botprocess import BotProcess, RunnerProcess, bot_env, wait_until
 from tests.conftest import LESSONS, LOCALES, running
 from tests.journey import (
@@ -41,6 +41,12 @@ from tests.journey import (
 
 COURSE = load_valid(LESSONS, LOCALES).english
 T0 = dt.datetime(2030, 5, 1, 12, 0, tzinfo=dt.UTC)
+
+
+def start(n: int) -> dt.datetime:
+    """The time of the ``n``th start after T0, each after the last one's claims lapsed (on PostgreSQL, a start
+    takes only updates nobody holds: bot.updates.LEASE)."""
+    return T0 + n * dt.timedelta(seconds=LEASE + 1)
 
 
 def die_at(bot, point: str) -> None:
@@ -298,7 +304,7 @@ async def test_cancelled_work_leaves_its_update_to_the_next_start(db):
     await inbox.flush()
     assert (await inbox_in(db))[11]["state"] == "pending"
     queue: asyncio.Queue[object] = asyncio.Queue()
-    assert await Inbox(db, clock=lambda: T0).replay(Bot("1:x"), queue) == 1
+    assert await Inbox(db, clock=lambda: start(1)).replay(Bot("1:x"), queue) == 1
     assert queue.get_nowait().update_id == 11
 
 
@@ -338,8 +344,8 @@ async def test_an_update_pending_again_after_a_replay_is_handled_alone_and_watch
     await Inbox(db, clock=lambda: T0).accept([_update(4), _update(5), _update(6)])
     await db.updates_handled([4], T0)
     # Handed over together at the first start: nothing is known against them. The bot dies before handling them.
-    assert await Inbox(db, clock=lambda: T0).replay(Bot("1:x"), asyncio.Queue()) == 2
-    inbox = Inbox(db, clock=lambda: T0)
+    assert await Inbox(db, clock=lambda: start(1)).replay(Bot("1:x"), asyncio.Queue()) == 2
+    inbox = Inbox(db, clock=lambda: start(2))
     queue: asyncio.Queue[Update] = asyncio.Queue()
     replaying = asyncio.create_task(inbox.replay(Bot("1:x"), queue))
     five = await asyncio.wait_for(queue.get(), 5)
@@ -359,8 +365,8 @@ async def test_an_update_pending_again_after_a_replay_is_handled_alone_and_watch
 
 async def test_a_suspect_that_outlives_the_watch_is_not_blamed_for_what_comes_after(db):
     await Inbox(db, clock=lambda: T0).accept([_update(7)])
-    for _ in range(2):
-        await Inbox(db, clock=lambda: T0, watch_alone=0.05).replay(Bot("1:x"), asyncio.Queue())
+    for n in (1, 2):
+        await Inbox(db, clock=lambda n=n: start(n), watch_alone=0.05).replay(Bot("1:x"), asyncio.Queue())
     row = (await inbox_in(db))[7]
     assert (row["state"], row["replays"], row["alone"], row["crashes"]) == ("pending", 2, 0, 0)
 
@@ -369,9 +375,74 @@ async def test_a_crash_while_an_update_is_handled_alone_counts_against_it(db):
     await Inbox(db, clock=lambda: T0).accept([_update(8)])
     for crash in range(1, MAX_CRASHES + 1):
         await db.handling_alone(8, True)  # the bot died while it was alone
-        handed = await Inbox(db, clock=lambda: T0, watch_alone=0.05).replay(Bot("1:x"), asyncio.Queue())
+        handed = await Inbox(db, clock=Clock(crash * (LEASE + 1)), watch_alone=0.05).replay(Bot("1:x"), asyncio.Queue())
         assert handed == (1 if crash < MAX_CRASHES else 0)
     assert state((await inbox_in(db))[8]) == ("abandoned", None)
+
+
+class Clock:
+    """A clock a test moves by hand (seconds after T0)."""
+
+    def __init__(self, seconds: float = 0.0):
+        self.seconds = seconds
+
+    def __call__(self) -> dt.datetime:
+        return T0 + dt.timedelta(seconds=self.seconds)
+
+
+async def test_a_claim_keeps_others_off_an_update_until_its_lease_runs_out(db):
+    # Replica A takes update 30 and dies handling it; B starts 10 s later on the same database.
+    a_clock, b_clock = Clock(0), Clock(10)
+    await Inbox(db, clock=a_clock).accept([_update(30)])
+    b = Inbox(db, clock=b_clock)
+    queue: asyncio.Queue[Update] = asyncio.Queue()
+    handed = await b.replay(Bot("1:x"), queue)
+    if db.backend.name == "sqlite":
+        # One process per file: A's claim is a dead process's, so the start takes it at once, as it always did.
+        assert handed == 1 and queue.get_nowait().update_id == 30
+        return
+    assert handed == 0 and queue.empty()  # A's claim is live: B leaves it alone
+    assert (await inbox_in(db))[30]["replays"] == 0
+    b_clock.seconds = LEASE - 1
+    assert await b.keep_once(Bot("1:x"), queue) == 0
+    b_clock.seconds = LEASE + 1  # A's lease ran out: B takes the update over
+    assert await b.keep_once(Bot("1:x"), queue) == 1
+    assert queue.get_nowait().update_id == 30
+    row = (await inbox_in(db))[30]
+    assert (row["owner"], row["replays"]) == (b.owner, 1)
+    assert await b.keep_once(Bot("1:x"), queue) == 0  # B's own claim: never taken twice
+    assert queue.empty()
+
+
+async def test_a_live_process_renews_its_claims_so_nobody_takes_them(db):
+    if db.backend.name == "sqlite":
+        pytest.skip("one process per SQLite file: no other process could take a claim over")
+    a_clock, b_clock = Clock(0), Clock(0)
+    a = Inbox(db, clock=a_clock)
+    await a.accept([_update(31)])
+    a_clock.seconds = LEASE * 2 / 3  # A renews while it handles 31: its lease now runs to 5/3 of a lease
+    await a.keep_once(Bot("1:x"), asyncio.Queue())
+    b = Inbox(db, clock=b_clock)
+    queue: asyncio.Queue[Update] = asyncio.Queue()
+    b_clock.seconds = LEASE + 1  # past the first lease, not the renewed one
+    assert await b.keep_once(Bot("1:x"), queue) == 0
+    b_clock.seconds = LEASE * 5 / 3 + 1
+    assert await b.keep_once(Bot("1:x"), queue) == 1
+
+
+async def test_two_processes_taking_over_at_once_take_each_update_once(pg_url):
+    first, second = await Database.open(pg_url), await Database.open(pg_url)
+    try:
+        await Inbox(first, clock=Clock(0)).accept([_update(i) for i in range(40, 60)])
+        takers = [Inbox(db, clock=Clock(LEASE + 1)) for db in (first, second)]
+        queues: list[asyncio.Queue[Update]] = [asyncio.Queue(), asyncio.Queue()]
+        counts = await asyncio.gather(*(t.keep_once(Bot("1:x"), q) for t, q in zip(takers, queues, strict=True)))
+        assert sum(counts) == 20
+        taken = [[q.get_nowait().update_id for _ in range(q.qsize())] for q in queues]
+        assert sorted(taken[0] + taken[1]) == list(range(40, 60))
+    finally:
+        await first.close()
+        await second.close()
 
 
 async def test_the_stored_update_reads_back_as_telegram_sent_it(db):
@@ -387,7 +458,7 @@ async def test_the_stored_update_reads_back_as_telegram_sent_it(db):
     sent = Update.de_json(raw, None)
     await Inbox(db, clock=lambda: T0).accept([sent])
     queue: asyncio.Queue[Update] = asyncio.Queue()
-    await Inbox(db, clock=lambda: T0).replay(Bot("1:x"), queue)
+    await Inbox(db, clock=lambda: start(1)).replay(Bot("1:x"), queue)
     replayed = queue.get_nowait()
     assert replayed == sent
     assert replayed.poll_answer.option_ids == (2,)

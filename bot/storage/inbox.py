@@ -12,15 +12,24 @@ from bot.storage.engine import Engine, timestamp
 class InboxQueries(Engine):
     """The inbox: updates stored, replayed, handled and forgotten."""
 
-    async def accept_updates(self, updates: Sequence[tuple[int, str]], now: dt.datetime) -> set[int]:
+    async def accept_updates(
+        self,
+        updates: Sequence[tuple[int, str]],
+        now: dt.datetime,
+        *,
+        owner: str | None = None,
+        lease_until: dt.datetime | None = None,
+    ) -> set[int]:
         """Store fetched updates (id, JSON) as pending, on disk; return the ids not stored before.
 
-        An id stored before is a redelivery: pending (replayed at start) or handled already, so not new.
+        An id stored before is a redelivery: pending (replayed at start) or handled already, so not new. ``owner``
+        (the process that goes on to handle them) claims the new ones until ``lease_until``.
         """
         if not updates:
             return set()
         # Telegram forgets an update once the next getUpdates confirms it, so it must be on disk by then.
         received = timestamp(now)
+        lease = timestamp(lease_until) if lease_until is not None else None
 
         def store(conn: SyncConnection) -> set[int]:
             # The insert is the claim: of two processes given one update, the second inserts nothing (on PostgreSQL
@@ -29,9 +38,9 @@ class InboxQueries(Engine):
             fresh = set()
             for update_id, payload in sorted(updates):
                 claimed = conn.execute(
-                    "INSERT INTO inbox (update_id, payload, received_at) VALUES (?, ?, ?)"
+                    "INSERT INTO inbox (update_id, payload, received_at, owner, lease_until) VALUES (?, ?, ?, ?, ?)"
                     " ON CONFLICT (update_id) DO NOTHING RETURNING update_id",
-                    (update_id, payload, received),
+                    (update_id, payload, received, owner, lease),
                 ).fetchone()
                 if claimed is not None:
                     fresh.add(update_id)
@@ -41,32 +50,50 @@ class InboxQueries(Engine):
         return await self._transaction(store, to_disk=True)
 
     async def unhandled_updates(
-        self, max_crashes: int, now: dt.datetime
+        self,
+        max_crashes: int,
+        now: dt.datetime,
+        *,
+        owner: str | None = None,
+        lease_until: dt.datetime | None = None,
+        take_live: bool = True,
     ) -> tuple[list[tuple[int, int, str]], list[int]]:
-        """Count a replay for every pending update; return (id, replays, JSON) of each, in order, and the ids given
-        up now because the bot died ``max_crashes`` times while handling them alone."""
+        """Claim the pending updates for ``owner`` until ``lease_until`` and count a replay for each; return (id,
+        replays, JSON) of each, in order, and the ids given up now because the bot died ``max_crashes`` times while
+        handling them alone.
+
+        Only updates nobody holds, or whose lease ran out by ``now``, are taken, unless ``take_live`` (one process
+        on an SQLite file: every claim is a dead process's). The claim is one UPDATE: of two processes taking over
+        at once, the second finds the rows claimed (on PostgreSQL it waits for the first's commit and reads them
+        again), so each update goes to one of them only.
+        """
+        lease = timestamp(lease_until) if lease_until is not None else None
         async with self._write() as conn:
-            # Still pending and handled alone when the bot stopped: it died handling this update, and this one only.
-            await conn.execute(
-                "UPDATE inbox SET crashes = crashes + 1, alone = 0 WHERE state = 'pending' AND alone = 1"
+            # A pending update handled alone when its owner stopped: the owner died handling it, and it only.
+            taken = await conn.all(
+                "UPDATE inbox SET owner = ?, lease_until = ?, crashes = crashes + alone, alone = 0"
+                " WHERE state = 'pending' AND (? OR owner IS NULL OR lease_until IS NULL OR lease_until < ?)"
+                # Never its own: a process that could not renew in time is still handling what it holds.
+                " AND (owner IS NULL OR owner <> ?)"
+                " RETURNING update_id, replays, crashes, payload",
+                (owner, lease, take_live, timestamp(now), owner),
             )
-            abandoned = [
-                row[0]
-                for row in await conn.all(
-                    "SELECT update_id FROM inbox WHERE state = 'pending' AND crashes >= ? ORDER BY update_id",
-                    (max_crashes,),
-                )
-            ]
-            await conn.execute(
-                "UPDATE inbox SET state = 'abandoned', payload = NULL, handled_at = ?"
-                " WHERE state = 'pending' AND crashes >= ?",
-                (timestamp(now), max_crashes),
+            abandoned = sorted(row[0] for row in taken if row[2] >= max_crashes)
+            pending = sorted((row[0], row[1] + 1, row[3]) for row in taken if row[2] < max_crashes)
+            await conn.executemany(
+                "UPDATE inbox SET state = 'abandoned', payload = NULL, handled_at = ? WHERE update_id = ?",
+                [(timestamp(now), update_id) for update_id in abandoned],
             )
-            await conn.execute("UPDATE inbox SET replays = replays + 1 WHERE state = 'pending'")
-            rows = await conn.all(
-                "SELECT update_id, replays, payload FROM inbox WHERE state = 'pending' ORDER BY update_id"
+            await conn.executemany(
+                "UPDATE inbox SET replays = replays + 1 WHERE update_id = ?", [(row[0],) for row in pending]
             )
-        return [(row[0], row[1], row[2]) for row in rows], abandoned
+        return pending, abandoned
+
+    async def renew_claims(self, owner: str, lease_until: dt.datetime) -> int:
+        """Extend the lease on every pending update ``owner`` holds to ``lease_until``; return how many."""
+        return await self._write_one(
+            "UPDATE inbox SET lease_until = ? WHERE owner = ? AND state = 'pending'", (timestamp(lease_until), owner)
+        )
 
     async def give_up_update(self, update_id: int, now: dt.datetime) -> None:
         """Mark a pending update abandoned: it is never handled."""

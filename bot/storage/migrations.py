@@ -308,4 +308,11 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (user_id, day)
     ) WITHOUT ROWID;
     """,
+    # 11: claims on pending updates (issue 17): the process handling an update and until when its lease runs; it
+    # renews the lease while it runs. A replay takes only updates nobody holds, or whose lease ran out: a replica
+    # starting on a shared database leaves alone what a live replica is handling. NULL: claimed by nobody.
+    """
+    ALTER TABLE inbox ADD COLUMN owner TEXT;
+    ALTER TABLE inbox ADD COLUMN lease_until TEXT;
+    """,
 )

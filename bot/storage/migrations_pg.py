@@ -248,4 +248,9 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (user_id, day)
     );
     """,
+    # 11: claims on pending updates: the process handling each and until when its lease runs.
+    """
+    ALTER TABLE inbox ADD COLUMN owner TEXT;
+    ALTER TABLE inbox ADD COLUMN lease_until TEXT;
+    """,
 )
