@@ -95,7 +95,8 @@ def handlers() -> list[BaseHandler[Update, CourseContext, None]]:
 def build_application(config: Config, services: Services) -> CourseApplication:
     """Return the PTB application with every handler registered, taking its updates from an inbox."""
     # Updates reach the application through the inbox (see serve_updates), never through PTB's Updater.
-    inbox = Inbox(services.db, lease=config.inbox_lease)
+    # The database's clock, which is the bot's: claims and their leases are kept by the time writes are stamped with.
+    inbox = Inbox(services.db, clock=services.db.clock, lease=config.inbox_lease)
     app = (
         ApplicationBuilder()
         .application_class(InboxApplication, {"inbox": inbox})
