@@ -35,7 +35,17 @@ async def test_metrics_count_a_learners_updates_handlers_and_bot_api_calls(monit
     menu = await send_and_wait(ada, "/start")
     await tap_and_wait_edit(ada, menu, "Start the course")
     await send_and_wait(ada, "/run print(1)")  # running code is off here: a notice, no job
-    status, text = await _get(monitored.monitoring.port, "/metrics")
+
+    def handled_count(text: str) -> float:
+        lines = [line for line in text.splitlines() if line.startswith("coursebot_handler_seconds_count{")]
+        return sum(float(line.split()[-1]) for line in lines)
+
+    # A handler is timed when it returns, which can be just after its reply reached the learner.
+    for _ in range(100):
+        status, text = await _get(monitored.monitoring.port, "/metrics")
+        if handled_count(text) >= 3:
+            break
+        await asyncio.sleep(0.05)
     assert status == 200
     assert 'coursebot_updates_total{kind="message"} 2.0' in text
     assert 'coursebot_updates_total{kind="callback_query"} 1.0' in text
