@@ -15,6 +15,7 @@ from hypothesis import settings
 from bot.app import CourseBot
 from bot.config import Config
 from bot.storage.db import Database
+from tests.browser import Phone, phone
 from tests.pg import Cluster, cluster
 from tests.standin import BotApiStandin
 
@@ -71,6 +72,26 @@ async def bot(config: Config) -> AsyncIterator[CourseBot]:
     """The bot, running against the stand-in."""
     async with running(config) as course_bot:
         yield course_bot
+
+
+def web_chat_config(tmp_path: Path, runner: str = "off") -> Config:
+    """The local web chat's course: no token (its built-in Bot API), a database in ``tmp_path``, no watcher."""
+    return Config(
+        token="",
+        db_path=tmp_path / "coursebot.sqlite3",
+        lessons_dir=LESSONS,
+        locales_dir=LOCALES,
+        runner=runner,
+        web_port=0,
+        watch=False,
+    )
+
+
+@pytest.fixture
+async def device() -> AsyncIterator[Phone]:
+    """A phone-sized page in Chromium (tests/browser.py), closed after the test."""
+    async with phone() as opened:
+        yield opened
 
 
 @pytest.fixture

@@ -196,9 +196,10 @@ async def test_a_bot_killed_after_storing_an_update_gets_it_again_and_handles_it
 
 async def test_the_web_chat_works_in_webhook_mode(tmp_path):
     from bot.webchat.local import local_course
-    from tests.test_webchat import course_config, open_page
+    from tests.conftest import web_chat_config
+    from tests.test_webchat import open_page
 
-    config = replace(course_config(tmp_path), webhook_listen=("127.0.0.1", free_port()), webhook_secret=SECRET)
+    config = replace(web_chat_config(tmp_path), webhook_listen=("127.0.0.1", free_port()), webhook_secret=SECRET)
     async with local_course(config) as course:
         assert course.api.webhook is not None
         assert course.api.webhook.url == f"http://127.0.0.1:{config.webhook_listen[1]}/"

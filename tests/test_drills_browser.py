@@ -13,13 +13,12 @@ from pathlib import Path
 import pytest
 
 from bot import lessontext
-from bot.config import Config
 from bot.i18n import I18n, _, ngettext, number
 from bot.library.load import load_valid
 from bot.render import piece_label
 from bot.webchat.local import LocalCourse, local_course
-from tests.browser import Phone, needs_chromium, phone
-from tests.conftest import LESSONS, LOCALES
+from tests.browser import Phone, needs_chromium
+from tests.conftest import LESSONS, LOCALES, web_chat_config
 
 CONTENT = load_valid(LESSONS, LOCALES)
 I18N = I18n(LOCALES)
@@ -31,23 +30,8 @@ pytestmark = needs_chromium
 @pytest.fixture
 async def course(tmp_path: Path) -> AsyncIterator[LocalCourse]:
     # The runner is off: the author's orders are what this test taps, and it is about the screen.
-    config = Config(
-        token="",
-        db_path=tmp_path / "coursebot.sqlite3",
-        lessons_dir=LESSONS,
-        locales_dir=LOCALES,
-        runner="off",
-        web_port=0,
-        watch=False,
-    )
-    async with local_course(config) as running:
+    async with local_course(web_chat_config(tmp_path)) as running:
         yield running
-
-
-@pytest.fixture
-async def device() -> AsyncIterator[Phone]:
-    async with phone() as opened:
-        yield opened
 
 
 async def _tap(page, label: str) -> None:

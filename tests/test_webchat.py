@@ -18,12 +18,11 @@ import pytest
 import telegram
 from telegram.constants import ChatAction
 
-from bot.config import Config
 from bot.course.phone_width import CODE_LINE_MAX
 from bot.webchat.learners import FIRST_LEARNER_ID
 from bot.webchat.local import LocalCourse, local_course
 from bot.webchat.server import WebChat
-from tests.conftest import LESSONS, LOCALES
+from tests.conftest import web_chat_config
 from tests.images import png
 
 Json = dict[str, Any]
@@ -84,21 +83,9 @@ class PageClient:
         return await self.bot_says(expect)
 
 
-def course_config(tmp_path: Path) -> Config:
-    return Config(
-        token="",
-        db_path=tmp_path / "coursebot.sqlite3",
-        lessons_dir=LESSONS,
-        locales_dir=LOCALES,
-        runner="off",
-        web_port=0,
-        watch=False,
-    )
-
-
 @asynccontextmanager
 async def web_course(tmp_path: Path) -> AsyncIterator[LocalCourse]:
-    async with local_course(course_config(tmp_path)) as course:
+    async with local_course(web_chat_config(tmp_path)) as course:
         yield course
 
 

@@ -18,8 +18,8 @@ from bot.config import Config
 from bot.library.load import load_valid
 from bot.webchat.learners import learners
 from bot.webchat.local import LocalCourse, local_course
-from tests.browser import Phone, needs_chromium, phone
-from tests.conftest import LESSONS, LOCALES
+from tests.browser import Phone, needs_chromium
+from tests.conftest import LESSONS, LOCALES, web_chat_config
 
 COURSE = load_valid(LESSONS, LOCALES)
 LESSON = COURSE.english.lessons[0]
@@ -33,23 +33,8 @@ needs_runner = pytest.mark.skipif(shutil.which("bwrap") is None, reason="the run
 
 @pytest.fixture
 async def course(tmp_path: Path) -> AsyncIterator[LocalCourse]:
-    config = Config(
-        token="",
-        db_path=tmp_path / "coursebot.sqlite3",
-        lessons_dir=LESSONS,
-        locales_dir=LOCALES,
-        runner="embedded",
-        web_port=0,
-        watch=False,
-    )
-    async with local_course(config) as running:
+    async with local_course(web_chat_config(tmp_path, runner="embedded")) as running:
         yield running
-
-
-@pytest.fixture
-async def device() -> AsyncIterator[Phone]:
-    async with phone() as opened:
-        yield opened
 
 
 def last_bot_message(page):

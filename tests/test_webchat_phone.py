@@ -17,12 +17,11 @@ import pytest
 import telegram
 from telegram.constants import ChatAction, ParseMode
 
-from bot.config import Config
 from bot.course.phone_width import CODE_LINE_MAX
 from bot.library.load import load_valid
 from bot.webchat.local import LocalCourse, local_course
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, PHONE, Phone, needs_chromium, phone
-from tests.conftest import LESSONS, LOCALES
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, PHONE, Phone, needs_chromium
+from tests.conftest import LESSONS, LOCALES, web_chat_config
 from tests.images import png
 
 pytestmark = needs_chromium
@@ -66,23 +65,8 @@ CARET_GAPS = """
 
 @pytest.fixture
 async def course(tmp_path: Path) -> AsyncIterator[LocalCourse]:
-    config = Config(
-        token="",
-        db_path=tmp_path / "coursebot.sqlite3",
-        lessons_dir=LESSONS,
-        locales_dir=LOCALES,
-        runner="off",
-        web_port=0,
-        watch=False,
-    )
-    async with local_course(config) as running:
+    async with local_course(web_chat_config(tmp_path)) as running:
         yield running
-
-
-@pytest.fixture
-async def device() -> AsyncIterator[Phone]:
-    async with phone() as opened:
-        yield opened
 
 
 @asynccontextmanager
