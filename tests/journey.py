@@ -64,6 +64,14 @@ async def send_and_wait(learner, text: str, predicate=None, timeout: float = 5.0
     return await learner.wait_message(_not_the_offer(predicate), since=since, timeout=timeout)
 
 
+async def open_practice(learner, lesson_id: str, predicate=None, timeout: float = 5.0) -> dict:
+    """Open a lesson's practice from /lessons (its button carries StartPractice) and return the bot's next message."""
+    menu = await send_and_wait(learner, "/lessons")
+    since = learner.cursor()
+    await learner.tap(menu, callback_data=f"p:{lesson_id}")
+    return await learner.wait_message(predicate, since=since, timeout=timeout)
+
+
 async def read_slides(learner, message: dict, lesson: Lesson) -> dict:
     """Turn every slide from the one shown to the last; return the message on the last slide."""
     n, total = position(message)

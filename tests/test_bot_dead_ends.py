@@ -12,7 +12,7 @@ from bot.changes import AttemptGraded, PracticeLeft
 from bot.i18n import I18n, _
 from bot.library.load import load_valid
 from tests.conftest import LESSONS, LOCALES, answers_recorded
-from tests.journey import button_texts, send_and_wait, tap_and_wait_edit, tap_and_wait_message
+from tests.journey import button_texts, open_practice, send_and_wait, tap_and_wait_edit, tap_and_wait_message
 from tests.outcomes import stored
 
 CONTENT = load_valid(LESSONS, LOCALES)
@@ -37,19 +37,12 @@ def _plain(text: str) -> str:
     return text.replace("\u2066", "").replace("\u2069", "")
 
 
-async def _practice(learner, lesson_id: str = LESSON.id) -> dict:
-    menu = await send_and_wait(learner, "/lessons")
-    since = learner.cursor()
-    await learner.tap(menu, callback_data=f"p:{lesson_id}")
-    return await learner.wait_message(since=since)
-
-
 @pytest.mark.parametrize("language", SHIPPED)
 async def test_a_sentence_in_a_practice_is_answered_with_hint_and_leave_not_run_nor_counted(bot, standin, language):
     learner = standin.learner(
         user_id=8600 + SHIPPED.index(language), language_code=TELEGRAM_CODE.get(language, language)
     )
-    await _practice(learner)
+    await open_practice(learner, LESSON.id)
     answer = await send_and_wait(learner, QUESTIONS[language])
     with I18N.use(language):
         said = _(
@@ -89,7 +82,7 @@ async def test_code_pasted_outside_a_practice_is_told_about_run(bot, standin):
 
 async def test_an_old_hint_button_after_passing_says_so_and_practice_screens_keep_one_set_of_buttons(bot, standin):
     ada = standin.learner(user_id=8611)
-    intro = await _practice(ada)
+    intro = await open_practice(ada, LESSON.id)
     hint = await tap_and_wait_message(ada, intro, "💡")
     # The hint supersedes the task's buttons: only the newest practice screen offers Hint and Leave.
     assert "reply_markup" not in ada.message(intro["message_id"]) and button_texts(hint)

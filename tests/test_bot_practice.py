@@ -17,7 +17,7 @@ from bot.library.load import load_valid
 from bot.telegram_rules.text import visible_text
 from runner.client import RunnerConfig
 from tests.conftest import LESSONS, LOCALES, running
-from tests.journey import button_texts, send_and_wait
+from tests.journey import button_texts, open_practice, send_and_wait
 
 COURSE = load_valid(LESSONS, LOCALES).english
 
@@ -33,11 +33,7 @@ async def practising_bot(config):
 
 
 async def _open_practice(learner, standin, lesson):
-    # The practice button sits under the Quick Check result; a tap on it carries StartPractice.
-    since = learner.cursor()
-    menu = await send_and_wait(learner, "/lessons")
-    await learner.tap(menu, callback_data=f"p:{lesson.id}")
-    return await learner.wait_message(lambda m: "Practice" in m.get("text", ""), since=since, timeout=10)
+    return await open_practice(learner, lesson.id, lambda m: "Practice" in m.get("text", ""), timeout=10)
 
 
 async def test_every_exercise_fails_with_its_specific_message_then_passes(practising_bot, standin):

@@ -9,20 +9,13 @@ from bot.i18n import I18n, _
 from bot.library.load import load_valid
 from bot.states import Practice, practice_state
 from tests.conftest import LESSONS, LOCALES
-from tests.journey import button_texts, send_and_wait, tap_and_wait_edit, tap_and_wait_message
+from tests.journey import button_texts, open_practice, send_and_wait, tap_and_wait_edit, tap_and_wait_message
 
 CONTENT = load_valid(LESSONS, LOCALES)
 I18N = I18n(LOCALES)
 SHIPPED = I18N.languages
 TELEGRAM_CODE = {"pt_BR": "pt-br"}
 LESSON = CONTENT.english.lesson("grad")
-
-
-async def _practice(learner, lesson_id: str = LESSON.id) -> dict:
-    menu = await send_and_wait(learner, "/lessons")
-    since = learner.cursor()
-    await learner.tap(menu, callback_data=f"p:{lesson_id}")
-    return await learner.wait_message(since=since)
 
 
 @pytest.mark.parametrize("language", SHIPPED)
@@ -32,7 +25,7 @@ async def test_leave_on_a_hint_answers_below_it_with_the_way_back_and_the_way_on
     learner = standin.learner(
         user_id=8400 + SHIPPED.index(language), language_code=TELEGRAM_CODE.get(language, language)
     )
-    intro = await _practice(learner)
+    intro = await open_practice(learner, LESSON.id)
     with I18N.use(language):
         leave = _("Leave the practice")
         left_text = _("You left the practice: messages are no longer checked as answers. /run still runs code.")
@@ -60,7 +53,7 @@ async def test_leave_on_a_hint_answers_below_it_with_the_way_back_and_the_way_on
 
 async def test_leaving_twice_says_there_is_no_practice_to_leave(bot, standin):
     ada = standin.learner(user_id=8410)
-    intro = await _practice(ada)
+    intro = await open_practice(ada, LESSON.id)
     await tap_and_wait_message(ada, intro, "Leave the practice")
     since = ada.cursor()
     # (The intro's buttons are gone now; a client still showing them taps the same data.)
@@ -72,7 +65,7 @@ async def test_leaving_twice_says_there_is_no_practice_to_leave(bot, standin):
 
 async def test_opening_another_lesson_leaves_the_practice(bot, standin):
     ada = standin.learner(user_id=8411)
-    await _practice(ada)
+    await open_practice(ada, LESSON.id)
     menu = await send_and_wait(ada, "/lessons")
     await tap_and_wait_edit(ada, menu, "1. ")
     await standin.settle()
@@ -82,7 +75,7 @@ async def test_opening_another_lesson_leaves_the_practice(bot, standin):
     reply = await send_and_wait(ada, "x = 1")
     assert "/lessons" in reply["text"]
     # Going to the exercise's own lesson does not leave a practice under way.
-    await _practice(ada)
+    await open_practice(ada, LESSON.id)
     menu = await send_and_wait(ada, "/lessons")
     await tap_and_wait_edit(ada, menu, "3. ")
     await standin.settle()

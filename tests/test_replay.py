@@ -30,6 +30,7 @@ from tests.journey import (
     correct_option,
     data_button,
     drill_move,
+    open_practice,
     read_slides,
     send_and_wait,
     solve_drill,
@@ -168,10 +169,7 @@ async def _answer(ada, poll) -> None:
 
 
 async def _in_practice(ada) -> None:
-    menu = await send_and_wait(ada, "/lessons")
-    since = ada.cursor()
-    await ada.tap(menu, callback_data=f"p:{LESSON.id}")
-    await ada.wait_message(lambda m: "Practice" in m.get("text", ""), since=since, timeout=10)
+    await open_practice(ada, LESSON.id, lambda m: "Practice" in m.get("text", ""), timeout=10)
 
 
 def _send(code: str) -> Callable[[object, object], Awaitable[None]]:
