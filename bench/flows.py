@@ -15,7 +15,11 @@ its own stand-in and database:
   base tree with its own bench/bot.py and for this checkout with this one, one after the other (``--no-cpu`` skips
   it). ``cpu_ratio`` = new / base: the target is <= 0.75.
 
-Targets (issue 16): a drill tap at most 2 reads and 1 write transaction, a slide tap 1 read and 1 write.
+Targets (issue 16): a drill tap at most 2 reads and 1 write transaction, a slide tap 1 read and 1 write; a graded run
+(when measured) at most 2 reads and 1 write, as when the flows landed. The learner's activity (the reminder's hour) and
+the streak's day cost none of these: activity is a change of the update's one write, and the time zone and recent
+activity come with the learner's read (bot.snapshot); the first update in a step (ACTIVITY_STEP) plans the reminder
+again, which the probe's updates, seconds apart, never are.
 """
 
 from __future__ import annotations
@@ -33,7 +37,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGETS = {"drill": {"reads": 2, "writes": 1}, "slide": {"reads": 1, "writes": 1}, "cpu_ratio": 0.75}
+TARGETS = {
+    "drill": {"reads": 2, "writes": 1},
+    "slide": {"reads": 1, "writes": 1},
+    "graded_run": {"reads": 2, "writes": 1},
+    "cpu_ratio": 0.75,
+}
 
 
 def log(message: str) -> None:
@@ -257,10 +266,10 @@ def main(argv: list[str] | None = None) -> int:
             out["cpu_ms_per_update"] = {"before": cpu_before, "after": cpu_after}
             out["cpu_ratio"] = ratio(cpu_after, cpu_before)
     out["targets"] = TARGETS
-    drill, slide = after["drill"], after["slide"]
     met = {
-        "drill": drill["reads"] <= TARGETS["drill"]["reads"] and drill["writes"] <= TARGETS["drill"]["writes"],
-        "slide": slide["reads"] <= TARGETS["slide"]["reads"] and slide["writes"] <= TARGETS["slide"]["writes"],
+        kind: after[kind]["reads"] <= TARGETS[kind]["reads"] and after[kind]["writes"] <= TARGETS[kind]["writes"]
+        for kind in ("slide", "drill", "graded_run")
+        if kind in after  # a graded run only with bubblewrap
     }
     if "cpu_ratio" in out:
         met["cpu"] = out["cpu_ratio"] is not None and out["cpu_ratio"] <= TARGETS["cpu_ratio"]
