@@ -155,9 +155,8 @@ class BulkSender(Generic[T]):
                         report.blocked.append(item)
                     case Failed(reason):
                         report.failed.append((item, reason))
-                    case Wait(seconds):
-                        await self._budget.hold(self._clock() + seconds)
-                        held = True
+                    case Wait():
+                        held = True  # the budget is held already (_attempt)
                         if attempt < self._max_attempts:
                             report.retries += 1
                             queue.appendleft((item, attempt + 1))
@@ -183,8 +182,16 @@ class BulkSender(Generic[T]):
                     queue.appendleft((item, attempt))
                     continue
                 report.sent_at.append(self._clock())
-                in_flight[asyncio.ensure_future(self._send(item))] = (item, attempt)
+                in_flight[asyncio.ensure_future(self._attempt(item))] = (item, attempt)
         finally:
             for task in in_flight:
                 task.cancel()
         return report
+
+    async def _attempt(self, item: T) -> Delivery:
+        """Send ``item``; on a 429, hold the budget at once, not when the drain next looks: a process sharing it may
+        be about to wake for a slot it took before, which the hold now voids."""
+        outcome = await self._send(item)
+        if isinstance(outcome, Wait):
+            await self._budget.hold(self._clock() + outcome.seconds)
+        return outcome
