@@ -2,8 +2,10 @@
 
 One row holds the next free slot (wall-clock seconds, as every replica reads the same clock); taking a slot is one
 atomic statement that does what bot.retention.bulk_sender.take_slot does in memory, so replicas sending at once get
-slots ``interval`` apart, never the same one. It is the database-backed ``SendBudget`` the bulk sender takes. On
-SQLite, one process sends, and its budget stays in memory (bulk_sender.LocalBudget).
+slots ``interval`` apart, never the same one. A 429 raises the next free slot to the end of its wait, and a second
+row keeps that end, so a replica whose message took its slot before the hold gives it up. It is the database-backed
+``SendBudget`` every replica's reminder sweep takes (bot.sweep.send_budget). On SQLite, one process sends, and its
+budget stays in memory (bulk_sender.LocalBudget).
 """
 
 from __future__ import annotations
