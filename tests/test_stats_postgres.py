@@ -13,7 +13,8 @@ import pytest
 
 from bench import events
 from bot.cli import main
-from bot.stats import query, report
+from bot.stats import html, query, report, text
+from bot.stats.query import StatsError
 from bot.storage.db import Database
 from tests.pg import free_port
 from tests.test_stats import CONTENT, LESSON, Log
@@ -72,12 +73,13 @@ def stats(capsys: pytest.CaptureFixture[str], page: Path, *args: str) -> tuple[s
     return out.removesuffix(f"wrote the report as a page to {page}\n"), page.read_text(encoding="utf-8")
 
 
+LESSONS = CONTENT.english.lessons
 FILTERS = [
-    (),
-    ("--lesson", "1", "--lesson", "3"),
-    ("--since", "2026-10-01"),
-    ("--language", "ru"),
-    ("--lesson", "2", "--since", "2026-09-20T12:00:00+02:00", "--language", "en"),
+    query.Filters(),
+    query.Filters(lessons=(LESSONS[0].id, LESSONS[2].id)),
+    query.Filters(since=query.moment("2026-10-01")),
+    query.Filters(language="ru"),
+    query.Filters(lessons=(LESSONS[1].id,), since=query.moment("2026-09-20T12:00:00+02:00"), language="en"),
 ]
 
 
@@ -86,37 +88,44 @@ def test_the_same_events_give_the_same_report_from_sqlite_and_from_postgresql(
 ):
     file = in_sqlite(tmp_path / "events.sqlite3", rows)
     url = in_postgresql(pg_url, rows)
-    for filters in FILTERS:
-        from_file = stats(capsys, tmp_path / "file.html", "--db", str(file), *filters)
-        from_postgresql = stats(capsys, tmp_path / "pg.html", "--db", url, *filters)
-        assert from_postgresql == from_file, filters
-    # The whole report, figure by figure (the text rounds shares): the same dataclasses from either engine.
-    chosen = query.Filters()
-    on_file = report.build(CONTENT, query.read(file, chosen), chosen)
-    on_postgresql = report.build(CONTENT, query.read(url, chosen), chosen)
-    assert on_postgresql == on_file and on_postgresql.missing_indexes == ()
+    for chosen in FILTERS:
+        # The whole report, figure by figure (the text rounds shares): the same from either engine, and so the
+        # same text and page.
+        on_file = report.build(CONTENT, query.read(file, chosen), chosen)
+        on_postgresql = report.build(CONTENT, query.read(url, chosen), chosen)
+        assert on_postgresql == on_file and on_postgresql.missing_indexes == (), chosen
+        assert text.render(on_postgresql) == text.render(on_file) and html.render(on_postgresql) == html.render(on_file)
+    # The command, given the URL with --db or in COURSEBOT_DB, prints what it prints for the file.
+    filters = ("--lesson", "2", "--since", "2026-09-20T12:00:00+02:00", "--language", "en")
+    from_file = stats(capsys, tmp_path / "file.html", "--db", str(file), *filters)
+    assert stats(capsys, tmp_path / "pg.html", "--db", url, *filters) == from_file
+    monkeypatch.setenv("COURSEBOT_DB", url)
+    assert stats(capsys, tmp_path / "env.html", *filters) == from_file
+    on_file = report.build(CONTENT, query.read(file, FILTERS[0]), FILTERS[0])
     # The report is about something: every kind of figure is there.
     lesson = on_file.lessons[0]
     assert lesson.started > 50 and lesson.finished > 0 and lesson.questions[0].learners > 0
     assert lesson.exercise is not None and lesson.exercise.learners > 0 and any(lesson.exercise.hints)
     assert (lesson.drills[0].learners, lesson.drills[0].right_first, lesson.drills[0].solved) == (4, 1, 2)
     assert any(slide.median_seconds for slide in lesson.slides)
-    # COURSEBOT_DB set to the URL is read the same way as --db.
-    monkeypatch.setenv("COURSEBOT_DB", url)
-    assert stats(capsys, tmp_path / "env.html") == stats(capsys, tmp_path / "file.html", "--db", str(file))
 
 
 def test_stats_on_postgresql_says_in_one_line_what_stops_it(pg_url, capsys):
     unreachable = f"postgresql://coursebot:secret@127.0.0.1:{free_port()}/coursebot"
-    garbled = "postgresql://coursebot:secret@[::1/coursebot"
+    assert main(["stats", "--db", unreachable]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("coursebot: cannot reach the database postgresql://coursebot:***@127.0.0.1:"), err
+    assert err.count("\n") == 1 and "secret" not in err
     cases = [
-        (unreachable, "coursebot: cannot reach the database postgresql://coursebot:***@127.0.0.1:"),
-        (garbled, "coursebot: postgresql://coursebot:***@[::1/coursebot is not a PostgreSQL URL"),
+        (
+            "postgresql://coursebot:secret@[::1/coursebot",
+            "postgresql://coursebot:***@[::1/coursebot is not a PostgreSQL URL",
+        ),
         # A database the bot never started on: no schema, so no events.
-        (pg_url, f"coursebot: {pg_url} has no learning events table: the bot creates it when it starts"),
+        (pg_url, f"{pg_url} has no learning events table: the bot creates it when it starts"),
     ]
     for url, message in cases:
-        assert main(["stats", "--db", url]) == 1
-        err = capsys.readouterr().err
-        assert err.startswith(message), err
-        assert err.count("\n") == 1 and "secret" not in err
+        with pytest.raises(StatsError) as refused:
+            query.read(url, query.Filters())
+        said = str(refused.value)
+        assert said.startswith(message) and "\n" not in said and "secret" not in said, said
