@@ -30,6 +30,7 @@ from bot.retention.bulk_sender import MESSAGES_PER_SECOND, Delivery, LocalBudget
 from bot.storage.db import Database
 from bot.storage.sending import SharedBudget
 from bot.sweep import Outgoing, ReminderSweep, SweepReport, send_budget, telegram_send
+from tests.botprocess import BotProcess, bot_env, wait_until
 from tests.conftest import LESSONS, LOCALES
 from tests.test_bulk_sender import busiest_second
 
@@ -273,3 +274,55 @@ async def test_the_bot_takes_the_shared_budget_on_postgresql_and_its_own_on_sqli
                 assert sweep.budget.interval == pytest.approx(1 / rate)
         finally:
             await db.close()
+
+
+async def test_two_bot_processes_send_each_due_reminder_once_from_one_budget(standin, pg_url, tmp_path):
+    # Real processes on the wall clock: each sweeps as it starts. No timing is asserted here (the tests above do it
+    # on virtual time): only that each reminder goes out once, and that both took their slots from the one budget.
+    count = 60
+    learners = range(3_000_000, 3_000_000 + count)
+    await (await Database.open(pg_url)).close()
+    began = dt.datetime.now(dt.UTC)
+    with psycopg.connect(pg_url) as conn, conn.cursor() as cursor:
+        cursor.executemany(
+            "INSERT INTO learners (user_id, chat_id, created_at, updated_at, reminders, remind_at)"
+            " VALUES (%s, %s, 'x', 'x', 'on', %s)",
+            [(user, user, int(began.timestamp()) - 60) for user in learners],
+        )
+        cursor.executemany(
+            "INSERT INTO lesson_progress (user_id, lesson_id) VALUES (%s, %s)", [(u, FIRST_LESSON) for u in learners]
+        )
+    for user in learners:
+        standin.learner(user)._state.known = True
+    bots = [
+        BotProcess(
+            bot_env(
+                standin,
+                tmp_path / f"unused{n}.sqlite3",
+                COURSEBOT_DB=pg_url,
+                COURSEBOT_CONTROL_SOCKET=str(tmp_path / f"control{n}.sock"),
+            ),
+            tmp_path / f"bot{n}.log",
+        )
+        for n in (1, 2)
+    ]
+
+    def reminded() -> list[int]:
+        return [call.params["chat_id"] for call in standin.calls_to("sendMessage") if call.ok]
+
+    try:
+        await asyncio.gather(*(bot.start() for bot in bots))
+        await wait_until(lambda: len(reminded()) >= count, "every reminder sent", timeout=90)
+        await asyncio.gather(*(bot.wait_polling() for bot in bots))
+        await asyncio.sleep(1)  # time for a second, wrong, reminder to arrive
+    finally:
+        await asyncio.gather(*(bot.stop() for bot in bots))
+    assert sorted(reminded()) == list(learners)
+    logs = [bot.log() for bot in bots]
+    assert all("Traceback" not in log for log in logs), logs
+    with psycopg.connect(pg_url) as conn:
+        [(sent,)] = conn.execute("SELECT count(*) FROM reminders_sent WHERE outcome = 'sent'").fetchall()
+        [(next_free,)] = conn.execute("SELECT next_free FROM send_budget WHERE name = 'bot'").fetchall()
+    assert sent == count
+    # Every send took a slot from the one budget in the database, 1/28 s apart.
+    assert next_free >= began.timestamp() + count / MESSAGES_PER_SECOND
