@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 from telegram import Bot, Update
 
+from bot import updates
 from bot.app import LONG_POLL_SECONDS
+from bot.errors import StorageError
 from bot.library.load import load_valid
 from bot.storage.db import Database
 from bot.storage.migrations import MIGRATIONS
@@ -301,6 +303,27 @@ async def test_an_update_is_handled_when_its_last_piece_of_work_ends(db):
     inbox.end(update, completed=True)
     await inbox.flush()
     assert state((await inbox_in(db))[10]) == ("handled", None)
+
+
+async def test_marks_that_fail_while_the_database_is_away_are_written_once_it_is_back(db, monkeypatch):
+    # On a shared database this process keeps renewing its claim on the update, so no other replica would ever take
+    # it over: dropped, the mark would leave it pending for as long as this process lives (PostgreSQL restarting).
+    monkeypatch.setattr(updates, "MARK_RETRY_S", 0.01)
+    real = db.updates_handled
+    failures = [StorageError("the database postgresql://... failed: server closed the connection")] * 2
+
+    async def flaky(update_ids, now):
+        if failures:
+            raise failures.pop()
+        await real(update_ids, now)
+
+    monkeypatch.setattr(db, "updates_handled", flaky)
+    inbox = Inbox(db, clock=lambda: T0)
+    (update,) = await inbox.accept([_update(12)])
+    inbox.begin(update)
+    inbox.end(update, completed=True)
+    await inbox.flush()
+    assert failures == [] and state((await inbox_in(db))[12]) == ("handled", None)
 
 
 async def test_cancelled_work_leaves_its_update_to_the_next_start(db):
