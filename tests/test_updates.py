@@ -462,6 +462,22 @@ async def test_a_live_process_renews_its_claims_so_nobody_takes_them(db):
     assert await b.keep_once(Bot("1:x"), queue) == 1
 
 
+async def test_renewing_claims_skips_a_row_another_transaction_holds_instead_of_waiting_for_it(pg_url):
+    # Waiting, the renewal locked its rows in another order than a mark or a takeover under way, and the two
+    # deadlocked: PostgreSQL failed one of them, and a live owner's claims could lapse.
+    db, other = await Database.open(pg_url), await Database.open(pg_url)
+    try:
+        inbox = Inbox(db, clock=Clock(0))
+        await inbox.accept([_update(i) for i in (61, 62, 63)])
+        async with other.backend.transaction() as holding:
+            await holding.execute("UPDATE inbox SET handled_at = 'x' WHERE update_id = ?", (62,))
+            renewed = await asyncio.wait_for(db.renew_claims(inbox.owner, T0 + dt.timedelta(hours=1)), 10)
+        assert renewed == 2
+    finally:
+        await db.close()
+        await other.close()
+
+
 async def test_two_processes_taking_over_at_once_take_each_update_once(pg_url):
     first, second = await Database.open(pg_url), await Database.open(pg_url)
     try:
