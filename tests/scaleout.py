@@ -119,7 +119,10 @@ class Figures:
     updates: int = 0
     lost_updates: int = 0
     dropped_by_telegram: int = 0
-    applied_twice: int = 0
+    applied_twice: int = 0  # the three below
+    events_twice: int = 0  # learning events stored twice for one update (same kind and item)
+    attempts_twice: int = 0  # exercise attempts stored twice for one update
+    answers_twice: int = 0  # a learner's Quick Check question with more than one answer recorded
     ordering_violations: int = 0
     duplicate_replies: int = 0
     errors_while_postgres_restarted: int = 0  # ERRORs logged by a replica whose database connection was cut
@@ -658,6 +661,8 @@ async def check(
 
     # Twice.
     over_answered = [(u, q, n) for u, q, n in answers if n > 1]
+    figures.events_twice, figures.attempts_twice = len(twice_events), len(twice_attempts)
+    figures.answers_twice = len(over_answered)
     figures.applied_twice = len(twice_events) + len(twice_attempts) + len(over_answered)
     if figures.applied_twice:
         problems.append(
