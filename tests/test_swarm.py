@@ -16,7 +16,6 @@ import asyncio
 import csv
 import io
 import os
-import secrets
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ import pytest
 import pytest_asyncio
 
 from tests import engine
+from tests.conftest import ROOT
 from tests.journey import tap_and_wait_edit
 from tests.pg import free_port
 from tests.standin import BotApiStandin
@@ -63,6 +63,23 @@ class Swarm:
     async def logs(self, role: str) -> str:
         _, out, err = await engine.docker("docker", "service", "logs", "--raw", self.service(role))
         return out + err
+
+
+def _readme(starting: str) -> str:
+    """The README's swarm command (or commands, one a line) that starts with ``starting``, in its section's blocks."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("### Many machines: Docker's swarm mode\n")
+    section = text[start : text.index("\n## ", start)]
+    lines = [line.strip() for line in section.splitlines()]
+    found = [line for line in lines if line.startswith(starting)]
+    assert found, f"README, swarm mode: no command starting {starting!r}"
+    return "\n".join(found)
+
+
+async def _sh(script: str, env: dict[str, str], timeout: float = 300) -> str:
+    code, out, err = await engine.docker("sh", "-c", script, env=env, timeout=timeout)
+    assert code == 0, f"{script}: {err.strip() or out.strip()}"
+    return out
 
 
 async def _docker(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> str:
@@ -113,18 +130,12 @@ def _stack_env(name: str, gateway: str, api_port: int, webhook_port: int) -> dic
         COURSEBOT_SWARM_SECRETS=name,
         TELEGRAM_API_BASE_URL=f"http://{gateway}:{api_port}",
         SWARM_WEBHOOK_PORT=str(webhook_port),
-        DOCKER_GID=str(os.stat("/var/run/docker.sock").st_gid),
         COURSEBOT_LOG_LEVEL="INFO",
     )
     return env
 
 
-SECRETS = {
-    "telegram-bot-token": lambda: TOKEN,
-    "webhook-secret": lambda: secrets.token_urlsafe(24),
-    "runner-token": lambda: secrets.token_urlsafe(24),
-    "postgres-password": lambda: secrets.token_urlsafe(16),
-}
+SECRETS = ("telegram-bot-token", "webhook-secret", "runner-token", "postgres-password")
 
 
 async def _leave(initialised: bool, gwbridge_before: bool) -> list[str]:
@@ -182,23 +193,31 @@ async def swarm() -> AsyncIterator[Swarm]:
     swarm_: Swarm | None = None
     try:
         if state == "inactive":
-            # Only on loopback: nothing of the swarm listens beyond this machine.
-            await _docker(
-                "swarm", "init", "--listen-addr", "127.0.0.1:2377", "--advertise-addr", "127.0.0.1",
-                "--default-addr-pool", ADDRESS_POOL,
-            )  # fmt: skip
+            # The README's, only on loopback (nothing of the swarm listens beyond this machine), with a pool apart.
+            init = _readme("docker swarm init").split("#")[0].split()
+            assert init == [
+                "docker",
+                "swarm",
+                "init",
+                "--listen-addr",
+                "127.0.0.1:2377",
+                "--advertise-addr",
+                "127.0.0.1",
+            ]
+            await _docker(*init[1:], "--default-addr-pool", ADDRESS_POOL)
             initialised = True
         gateway = await _gwbridge_gateway()
         env = _stack_env(name, gateway, api_port, webhook_port)
         swarm_ = Swarm(name, env, None, webhook_port)  # type: ignore[arg-type]
-        for secret, value in SECRETS.items():
-            # As the README makes them: the value on stdin, never in a file or argv.
-            create = f'printf %s "$VALUE" | docker secret create {name}-{secret} -'
-            code, _, err = await engine.docker("sh", "-c", create, env={**env, "VALUE": value()})
-            assert code == 0, err
+        # The README's commands as written, under the test's names: the secrets, then the deploy.
+        made = _readme("printf %s") + "\n" + _readme("openssl rand")
+        assert made.count("docker secret create coursebot-swarm-") == len(SECRETS), made
+        await _sh(made.replace("coursebot-swarm-", f"{name}-"), {**env, "TELEGRAM_BOT_TOKEN": TOKEN})
+        deploy = _readme("DOCKER_GID=")
+        assert deploy.endswith(f" -c {STACK_FILE} coursebot-swarm"), deploy
         async with BotApiStandin(token=TOKEN, host=gateway, port=api_port) as api:
             swarm_.api = api
-            await _docker("stack", "deploy", "--resolve-image", "never", "-c", STACK_FILE, name, env=env)
+            await _sh(deploy.removesuffix("coursebot-swarm") + name, env)
             yield swarm_
     finally:
         problems = await _remove_stack(swarm_) if swarm_ is not None else []
@@ -237,10 +256,12 @@ async def test_a_learner_is_served_by_the_swarm_stack_and_a_killed_replica_is_re
     # Every slot of HAProxy's templates holds a task found through Docker's DNS, and each passes its checks.
     await _wait("HAProxy to see 3 replicas and 2 runner hosts up", lambda: _all_up(swarm), timeout=30)
 
-    # The deploy step, once: in one bot task, with its settings (the secrets made variables by secrets-env).
-    bot_task = next(iter(await swarm.containers("bot")))
+    # The deploy step, once, as the README writes it: in one bot task, with its settings (the secrets made variables
+    # by secrets-env).
     url = f"http://127.0.0.1:{swarm.webhook_port}/"
-    out = await _docker("exec", bot_task, "secrets-env", "coursebot", "webhook", "set", url)
+    step = _readme("docker exec").replace("coursebot-swarm_", f"{swarm.name}_")
+    assert step.count("https://bot.example.org/telegram") == 1, step
+    out = await _sh(step.replace("https://bot.example.org/telegram", url), swarm.env)
     assert "webhook set" in out, out
     assert len(api.calls_to("setWebhook")) == 1  # never by the replicas
 
