@@ -36,6 +36,7 @@ START_S = 240
 REPLICAS = 3
 # Overlay networks from a pool of their own, apart from the private /24s the compose tests pick (10.20-10.219).
 ADDRESS_POOL = "10.240.0.0/16"
+MARK = "coursebot-swarm-test"  # a label on the node: this test put the engine in swarm mode
 
 
 @dataclass
@@ -178,6 +179,23 @@ async def _remove_stack(swarm: Swarm) -> list[str]:
     return problems
 
 
+async def _left_behind() -> bool:
+    """Undo the swarm mode a killed run of this test left (its mark on the node): its stacks, the swarm, and the
+    docker_gwbridge it made. False when the engine is in a swarm of someone else's."""
+    _, mark, _ = await engine.docker(
+        "docker", "node", "inspect", "self", "--format", f'{{{{index .Spec.Labels "{MARK}"}}}}'
+    )
+    if not mark.strip().startswith("gwbridge-"):
+        return False
+    _, stacks, _ = await engine.docker("docker", "stack", "ls", "--format", "{{.Name}}")
+    for stack in stacks.split():
+        if stack.startswith("coursebot-swarm-"):
+            await _remove_stack(Swarm(stack, {}, None, 0))  # type: ignore[arg-type]
+    problems = await _leave(True, gwbridge_before=mark.strip() == "gwbridge-kept")
+    assert not problems, problems
+    return True
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def swarm() -> AsyncIterator[Swarm]:
     engine.require_engine()
@@ -186,6 +204,8 @@ async def swarm() -> AsyncIterator[Swarm]:
         pytest.skip(f"the engine's swarm state is {state!r}: neither in a swarm nor out of one")
     if state == "active" and not manager:
         pytest.skip("the engine is a worker of a swarm: a stack is deployed from a manager")
+    if state == "active" and await _left_behind():
+        state = "inactive"
     name = engine.unique("coursebot-swarm")
     api_port, webhook_port = free_port(), free_port()
     gwbridge_before = await _network_exists("docker_gwbridge")
@@ -206,6 +226,10 @@ async def swarm() -> AsyncIterator[Swarm]:
             ]
             await _docker(*init[1:], "--default-addr-pool", ADDRESS_POOL)
             initialised = True
+            # Marked, so that a run killed before it could leave (no finally runs on SIGKILL) is undone by the next.
+            made = "gwbridge-made" if not gwbridge_before else "gwbridge-kept"
+            node = (await _docker("info", "--format", "{{.Swarm.NodeID}}")).strip()
+            await _docker("node", "update", "--label-add", f"{MARK}={made}", node)
         gateway = await _gwbridge_gateway()
         env = _stack_env(name, gateway, api_port, webhook_port)
         swarm_ = Swarm(name, env, None, webhook_port)  # type: ignore[arg-type]
