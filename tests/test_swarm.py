@@ -16,6 +16,7 @@ import asyncio
 import csv
 import io
 import os
+import subprocess
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -121,13 +122,25 @@ async def _wait(what: str, check, timeout: float = START_S) -> None:
         await asyncio.sleep(1)
 
 
+def _image_id(tag: str) -> str:
+    """The image's id (sha256:...): a service given an id never asks a registry for it (a tag makes each node try to
+    pull it first), and runs this image even if the tag moves meanwhile."""
+    done = subprocess.run(
+        ["docker", "image", "inspect", "--format", "{{.Id}}", tag], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0 and done.stdout.startswith("sha256:"), done.stderr
+    return done.stdout.strip()
+
+
 def _stack_env(name: str, gateway: str, api_port: int, webhook_port: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "COURSEBOT_", "RUNNER_"))}
+    postgres = engine.image_from("deploy/scale/postgres.Dockerfile", "coursebot-scale-postgres:test")
+    haproxy = engine.image_from("deploy/scale/haproxy.Dockerfile", "coursebot-scale-haproxy:test")
     env.update(
-        COURSEBOT_IMAGE=engine.image(),
+        COURSEBOT_IMAGE=_image_id(engine.image()),
         COURSEBOT_JOB_IMAGE=engine.image("job"),
-        COURSEBOT_POSTGRES_IMAGE=engine.image_from("deploy/scale/postgres.Dockerfile", "coursebot-scale-postgres:test"),
-        COURSEBOT_HAPROXY_IMAGE=engine.image_from("deploy/scale/haproxy.Dockerfile", "coursebot-scale-haproxy:test"),
+        COURSEBOT_POSTGRES_IMAGE=_image_id(postgres),
+        COURSEBOT_HAPROXY_IMAGE=_image_id(haproxy),
         COURSEBOT_SWARM_SECRETS=name,
         TELEGRAM_API_BASE_URL=f"http://{gateway}:{api_port}",
         SWARM_WEBHOOK_PORT=str(webhook_port),
