@@ -180,7 +180,7 @@ def _send(code: str) -> Callable[[object, object], Awaitable[None]]:
 
 
 CASES = {
-    "slide tap": Case(_first_slide, _tap_next, ("slide:shown", "slide:stored", "button:answered")),
+    "slide tap": Case(_first_slide, _tap_next, ("slide:stored", "slide:shown", "button:answered")),
     "right drill choice that finishes the lesson": Case(
         _before_last_drill, _right_choice, ("drill:stored", "drill:shown", "button:answered")
     ),
@@ -189,10 +189,10 @@ CASES = {
         lambda ada: _polls_up_to(ada, len(LESSON.quiz) - 1), _answer, ("quiz:stored", "quiz:shown")
     ),
     "graded run that fails": Case(
-        _in_practice, _send(LESSON.exercise.starter), ("run:ran", "run:stored", "run:sent"), runner=True
+        _in_practice, _send(LESSON.exercise.starter), ("run:ran", "run:stored", "run:shown"), runner=True
     ),
     "graded run that passes": Case(
-        _in_practice, _send(LESSON.exercise.solution), ("run:ran", "run:stored", "run:sent"), runner=True
+        _in_practice, _send(LESSON.exercise.solution), ("run:ran", "run:stored", "run:shown"), runner=True
     ),
 }
 
@@ -220,7 +220,7 @@ async def _run(config: Config, standin, ada, case: Case, die_at: str | None) -> 
         if case.runner:
             # A graded run goes on in a task after its handler returned: wait for it to end (or die).
             for _ in range(600):
-                if "run:sent" in passed or (die_at is not None and die_at in passed):
+                if "run:shown" in passed or (die_at is not None and die_at in passed):
                     break
                 await asyncio.sleep(0.05)
             await standin.settle()

@@ -253,4 +253,23 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE inbox ADD COLUMN owner TEXT;
     ALTER TABLE inbox ADD COLUMN lease_until TEXT;
     """,
+    # 12: the outbox: each update's replies, stored with its changes, sent after the commit.
+    """
+    CREATE TABLE outbox (
+        update_id   BIGINT NOT NULL,
+        position    INTEGER NOT NULL,
+        user_id     BIGINT NOT NULL,
+        chat_id     BIGINT NOT NULL,
+        kind        TEXT NOT NULL,
+        message_id  BIGINT,
+        text        TEXT,
+        buttons     TEXT,
+        reader      TEXT,
+        supersedes  INTEGER NOT NULL DEFAULT 0,
+        stored_at   TEXT NOT NULL,
+        sent_at     TEXT,
+        PRIMARY KEY (update_id, position)
+    );
+    CREATE INDEX outbox_stored ON outbox (stored_at);
+    """,
 )
