@@ -1,6 +1,9 @@
 """A replay stores nothing twice: the bot dies at each fault point (bot.faults) of a slide tap, a drill tap, a quiz
 answer and a graded run, comes back, handles the update again, and then every table holds exactly what one clean
-run holds, and `coursebot stats` counts each event once.
+run holds, and `coursebot stats` counts each event once. The learner sees what one clean run shows: an update killed
+after it stored its outcome, before its replies went out, sends its stored replies (the outbox), so a graded run that
+passed shows its verdict, where deciding again over the stored state showed "(no output)"; a reply sent just before
+the kill may come twice, never more.
 
 Each case runs twice against the stand-in, each time on its own database: once clean, once killed at the point (the
 hook raises CancelledError, which leaves the update pending as kill -9 does) and started again. The real bot, the real
@@ -13,6 +16,7 @@ import asyncio
 import datetime as dt
 import shutil
 import sqlite3
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -53,6 +57,7 @@ TABLES = (
     "quiz_answers",
     "exercise_attempts",
     "events",
+    "outbox",
 )
 VOLATILE = {
     "id",
@@ -77,6 +82,9 @@ VOLATILE = {
     "solved_at",
     "slides_read_at",
     "completed_at",
+    "stored_at",
+    "text",  # a reply's text and buttons: a drill's pieces are shuffled by learner
+    "buttons",
 }
 
 
@@ -93,6 +101,22 @@ def tables(path: Path) -> dict[str, list[tuple]]:
             )
     conn.close()
     return dump
+
+
+def seen(ada) -> Counter[str]:
+    """Return what the learner's chat shows: each of the bot's messages (edits applied) by its text or poll."""
+    return Counter(
+        m.get("text") or m.get("caption") or f"poll: {m.get('poll', {}).get('question')}" for m in ada.messages
+    )
+
+
+def assert_seen_as_in_one_clean_run(clean: Counter[str], crashed: Counter[str], point: str) -> None:
+    """Every message of one clean run is in the chat after the crash and replay; at most one more (a reply sent just
+    before the kill, sent again: Telegram's methods are not idempotent)."""
+    missing = clean - crashed
+    assert not missing, f"after a crash at {point} the learner never saw {sorted(missing)}"
+    extra = crashed - clean
+    assert sum(extra.values()) <= 1, f"after a crash at {point} the learner saw more than one reply twice: {extra}"
 
 
 def stats(path: Path) -> dict[str, object]:
@@ -251,10 +275,12 @@ async def test_a_replay_after_a_crash_at_each_fault_point_stores_what_one_clean_
     clean = replace(config, db_path=tmp_path / "clean" / "coursebot.sqlite3")
     crashed = replace(config, db_path=tmp_path / "crashed" / "coursebot.sqlite3")
 
-    passed = await _run(clean, standin, standin.learner(user_id=7101), case, None)
+    clean_ada, crashed_ada = standin.learner(user_id=7101), standin.learner(user_id=7102)
+    passed = await _run(clean, standin, clean_ada, case, None)
     assert set(case.points) <= passed, f"the clean run passed {sorted(passed)}, not every point of {case.points}"
-    died = await _run(crashed, standin, standin.learner(user_id=7102), case, point)
+    died = await _run(crashed, standin, crashed_ada, case, point)
     assert point in died, "the bot never reached the point it was to die at: the test proves nothing"
+    assert_seen_as_in_one_clean_run(seen(clean_ada), seen(crashed_ada), point)
 
     want, got = tables(clean.db_path), tables(crashed.db_path)
     for table in TABLES:

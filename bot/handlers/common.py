@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 from telegram import CallbackQuery, MaybeInaccessibleMessage, Message, Update
 from telegram.error import BadRequest
 
-from bot import logs
+from bot import logs, retention_render
 from bot.callbacks import CallbackData, CallbackDataError
-from bot.changes import Change, Event, ReaderAt
+from bot.changes import Change, Event, ReaderAt, RemindersOffered
 from bot.context import CourseContext, stored_learner
 from bot.flows.outcome import Outcome, Where, button_refused
 from bot.handlers import comeback, outbox
@@ -168,6 +168,7 @@ async def carry_out(update: Update | None, context: CourseContext, outcome: Outc
         first = 0
     tapped = tapped_message(update) if update is not None else None
     replies, readers, retired = _planned(context, outcome, tapped)
+    own = len(replies)  # the outcome's own; store may append what follows them (the reminders' offer)
     stored = await store(context, [*outcome.changes, *readers], outcome.events, replies=replies, first_reply=first)
     faults.reached(f"{feature}:stored")
     if not stored:
@@ -189,7 +190,7 @@ async def carry_out(update: Update | None, context: CourseContext, outcome: Outc
         ]
         if late:
             await store(context, late)
-    screens = (message_id for message_id, reply in zip(shown, replies, strict=True) if reply.kind != ReplyKind.RETIRE)
+    screens = (m for m, reply in zip(shown[:own], replies[:own], strict=True) if reply.kind != ReplyKind.RETIRE)
     return Carried(True, tuple(screens))
 
 
@@ -221,24 +222,37 @@ async def store(
     changes: Sequence[Change],
     events: Sequence[Event] = (),
     *,
-    replies: Sequence[Reply] = (),
+    replies: list[Reply] | None = None,
     first_reply: int = 0,
 ) -> bool:
     """Store what the update changes and the events it records in one transaction, keyed by the update, in the
     course language the learner is shown; False if a drill attempt changed meanwhile (nothing stored).
 
     What they mean for review and the streak (bot.handlers.comeback) is stored with them, in the same transaction.
+    ``replies`` (carry_out's), from position ``first_reply`` on, go to the outbox in it too; the reminders' offer a
+    finished lesson makes is appended to them, to go out after them, rather than left to comeback.follow_up.
     """
-    changes = [*changes, *await comeback.changes_for(context, changes, events)]
+    more = await comeback.changes_for(context, changes, events)
+    changes = [*changes, *more]
+    update_id = logs.UPDATE_ID.get()
+    offered = replies is not None and update_id is not None and any(isinstance(c, RemindersOffered) for c in more)
+    if replies is not None and offered:
+        offer = retention_render.reminder_offer()
+        replies.append(
+            Reply(context.learner.chat_id, ReplyKind.SEND, text=offer.text, buttons=outbox.keyboard(offer.buttons))
+        )
     stored = await context.services.db.store(
         context.learner.user_id,
         changes,
         events,
         language=current_language(),
-        update_id=logs.UPDATE_ID.get(),
-        replies=replies,
+        update_id=update_id,
+        replies=replies or (),
         first_reply=first_reply,
     )
     if stored:
-        comeback.stored(changes)  # what follows them comes after the update's screens (common.for_learner)
+        # What follows them comes after the update's screens (common.for_learner); the offer, in the outbox, with them.
+        comeback.stored([c for c in changes if not (offered and isinstance(c, RemindersOffered))])
+    elif offered and replies is not None:
+        replies.pop()
     return stored
