@@ -150,7 +150,9 @@ class Carried:
 _replies_used: ContextVar[tuple[int | None, int]] = ContextVar("replies_used", default=(None, 0))
 
 
-async def carry_out(update: Update | None, context: CourseContext, outcome: Outcome, *, feature: str) -> Carried:
+async def carry_out(
+    update: Update | None, context: CourseContext, outcome: Outcome, *, feature: str, kept: bool = True
+) -> Carried:
     """Store an outcome and the replies that show its screens in one transaction keyed by the update, then send
     those replies in order (bot.handlers.outbox); see Carried.
 
@@ -159,17 +161,21 @@ async def carry_out(update: Update | None, context: CourseContext, outcome: Outc
     there before it is sent, so the learner's message edited in place is stored with the outcome; a new message
     is known once sent, and its mark as sent notes it (the one write after the commit).
     ``feature`` names the fault points passed (bot.faults): ``<feature>:stored`` and ``<feature>:shown``.
+    ``kept`` False sends the replies without keeping them: for an update that goes on after them with steps of its
+    own that a replay must take again (a Quick Check's first poll), so a replay runs its flow again.
     """
     services, user_id = context.services, context.learner.user_id
     faults = services.faults
-    update_id = logs.UPDATE_ID.get()
+    update_id = logs.UPDATE_ID.get() if kept else None
     used_by, first = _replies_used.get()
     if used_by != update_id:
         first = 0
     tapped = tapped_message(update) if update is not None else None
     replies, readers, retired = _planned(context, outcome, tapped)
     own = len(replies)  # the outcome's own; store may append what follows them (the reminders' offer)
-    stored = await store(context, [*outcome.changes, *readers], outcome.events, replies=replies, first_reply=first)
+    stored = await store(
+        context, [*outcome.changes, *readers], outcome.events, replies=replies if kept else None, first_reply=first
+    )
     faults.reached(f"{feature}:stored")
     if not stored:
         if retired is not None:
