@@ -257,7 +257,7 @@ def test_flows_benchmark_counts_reads_and_writes_per_update_before_and_after():
             assert figures["reads"] >= 1 and figures["writes"] >= 1, (tree, kind, figures)
             assert figures["inbox_writes"] >= 1, (tree, kind, figures)  # the inbox is counted apart, not dropped
     assert set(result["ratios"]) >= {"slide", "drill"}
-    assert set(result["met"]) == {"slide", "drill"}
+    assert set(result["met"]) == {"slide", "drill"} | ({"graded_run"} if "graded_run" in result["after"] else set())
 
 
 def test_the_webhook_benchmark_compares_polling_and_webhook_in_one_run():

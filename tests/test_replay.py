@@ -58,6 +58,7 @@ TABLES = (
     "quiz_answers",
     "exercise_attempts",
     "events",
+    "activity",  # noted in the update's one write, keyed by the update (bot.changes.ActivityNoted)
     "outbox",
 )
 VOLATILE = {

@@ -43,14 +43,15 @@ def for_learner(handler: Handler) -> Handler:
             return
         chat = update.effective_chat
         stored = stored_learner()
-        found, place = stored if stored is not None else (None, None)
+        found, place, rhythm = stored if stored is not None else (None, None, None)
         db = context.services.db
         learner = await db.noted(found, user.id, chat.id if chat else user.id, user.language_code)
-        context.snapshot = Snapshot(db, learner, place)
+        context.snapshot = Snapshot(db, learner, place, rhythm)
         comeback.begin_update()
         await handler(update, context)
         await comeback.follow_up(context)  # the reminders' offer, the completion card, the review's next card
-        await comeback.note_activity(context)  # the learner's habit: when they study (the reminder's hour)
+        # The learner's habit (the reminder's hour), when no write of the update noted it: a write once a step.
+        await comeback.note_activity(context)
 
     return wrapper
 
@@ -234,12 +235,14 @@ async def store(
     """Store what the update changes and the events it records in one transaction, keyed by the update, in the
     course language the learner is shown; False if a drill attempt changed meanwhile (nothing stored).
 
-    What they mean for review and the streak (bot.handlers.comeback) is stored with them, in the same transaction.
-    ``replies`` (carry_out's), from position ``first_reply`` on, go to the outbox in it too; the reminders' offer a
-    finished lesson makes is appended to them, to go out after them, rather than left to comeback.follow_up.
+    What they mean for review and the streak (bot.handlers.comeback) is stored with them, in the same transaction,
+    and so is the learner's activity, by the update's first write that can (comeback.activity). ``replies``
+    (carry_out's), from position ``first_reply`` on, go to the outbox in it too; the reminders' offer a finished
+    lesson makes is appended to them, to go out after them, rather than left to comeback.follow_up.
     """
     more = await comeback.changes_for(context, changes, events)
     changes = [*changes, *more]
+    noted = comeback.activity(context)
     update_id = logs.UPDATE_ID.get()
     offered = replies is not None and update_id is not None and any(isinstance(c, RemindersOffered) for c in more)
     if replies is not None and offered:
@@ -247,18 +250,19 @@ async def store(
         replies.append(
             Reply(context.learner.chat_id, ReplyKind.SEND, text=offer.text, buttons=outbox.keyboard(offer.buttons))
         )
-    stored = await context.services.db.store(
+    written = await context.services.db.write_outcome(
         context.learner.user_id,
-        changes,
+        [*changes, *noted],
         events,
         language=current_language(),
         update_id=update_id,
         replies=replies or (),
         first_reply=first_reply,
     )
-    if stored:
+    if written.stored:
         # What follows them comes after the update's screens (common.for_learner); the offer, in the outbox, with them.
         comeback.stored([c for c in changes if not (offered and isinstance(c, RemindersOffered))])
+        await comeback.activity_stored(context, noted, written.activity_added)
     elif offered and replies is not None:
         replies.pop()
-    return stored
+    return written.stored

@@ -315,7 +315,13 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE inbox ADD COLUMN owner TEXT;
     ALTER TABLE inbox ADD COLUMN lease_until TEXT;
     """,
-    # 12: the outbox (issue 17): the replies an update shows, stored in its one transaction with what it changes and
+    # 12: activity noted in the update's own write (bot.changes.ActivityNoted), keyed by the update that noted it:
+    # a replay of that update, however late, notes nothing again. NULL: noted before, or by no inbox update.
+    """
+    ALTER TABLE activity ADD COLUMN update_id INTEGER;
+    CREATE UNIQUE INDEX activity_once ON activity (user_id, update_id) WHERE update_id IS NOT NULL;
+    """,
+    # 13: the outbox (issue 17): the replies an update shows, stored in its one transaction with what it changes and
     # sent after the commit, each marked once sent. A replay of an update that stored replies sends those not marked
     # sent and never decides again (the state it was decided over has moved on). Kept as long as the inbox keeps
     # the update's id (bot.storage.inbox.forget_updates).
