@@ -24,7 +24,7 @@ from bot import control, events
 from bot.commands import COMMANDS
 from bot.config import Config
 from bot.context import BotData, CourseContext, Services, update_scope
-from bot.errors import ConfigError, StorageError
+from bot.errors import ClaimLost, ConfigError, StorageError
 from bot.handlers import (
     course,
     drills,
@@ -112,7 +112,7 @@ def build_application(config: Config, services: Services) -> CourseApplication:
             )
         )
         .concurrent_updates(
-            PerLearnerOrder(
+            order := PerLearnerOrder(
                 config.concurrent_updates,
                 functools.partial(update_scope, services),
                 inbox,
@@ -132,6 +132,7 @@ def build_application(config: Config, services: Services) -> CourseApplication:
     if not isinstance(app, InboxApplication):
         raise TypeError(f"PTB built a {type(app).__name__}, not the application class it was given")
     app.bot_data.services = services
+    order.process = app.process_update  # an earlier update of a learner handled ahead of a later one
     app.add_handlers([timed(handler, services.metrics) for handler in handlers()])
     app.add_error_handler(_on_error)
     return app
@@ -165,8 +166,14 @@ def timed(
 
 async def _on_error(update: object, context: CourseContext) -> None:
     # Logged once with enough context to find the learner's update, then the learner hears of it.
-    context.services.metrics.errors.inc()
     user = update.effective_user if isinstance(update, Update) else None
+    if isinstance(context.error, ClaimLost):
+        # Not a failure: the replica that took the update over handles it, and the learner hears from that one.
+        log.warning(
+            "update %s from user %s: %s", getattr(update, "update_id", "?"), user.id if user else "?", context.error
+        )
+        return
+    context.services.metrics.errors.inc()
     log.error(
         "update %s from user %s failed",
         update.update_id if isinstance(update, Update) else "?",

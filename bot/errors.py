@@ -39,3 +39,8 @@ class StorageError(CoursebotError):
 
 class BotApiRefused(CoursebotError):
     """The Bot API refused an operator's request (a deploy step such as setWebhook), or could not be reached."""
+
+
+class ClaimLost(CoursebotError):
+    """An update's write found its claim taken over by another replica (this one was frozen past its lease): nothing
+    of it is stored, nothing is sent; the other replica handles the update."""

@@ -44,6 +44,9 @@ T = TypeVar("T")
 # suspect: the next start handles it alone, watching it for WATCH_ALONE seconds. If the bot dies meanwhile MAX_CRASHES
 # times, the update is taken to crash it: it is given up and logged. (Many crashes find it pending before that.)
 MAX_CRASHES = 2
+# A learner's update waiting for an earlier one at another replica asks again every tenth of a lease, at most every
+# ORDER_POLL seconds, and goes ahead out of order (logged) after ORDER_WAIT leases (bot.updates.Inbox.earlier_first).
+ORDER_POLL, ORDER_WAIT = 0.5, 2
 WATCH_ALONE = 5.0
 # Telegram keeps an unconfirmed update for 24 hours, so no redelivery comes later than that; handled ids are kept
 # twice as long. (After a week without updates Telegram may start ids anywhere, even below old ones.)
@@ -74,6 +77,16 @@ def _learner_key(update: object) -> int | None:
     return chat.id if chat is not None else None
 
 
+def _read_update(update_id: int, payload: str, bot: Bot) -> Update | None:
+    """Read back an update stored in the inbox; None (logged) if it cannot be read."""
+    try:
+        return Update.de_json(json.loads(payload), bot)
+    except (ValueError, TypeError, KeyError) as exc:
+        # Stored by another version of PTB, say, with a field this one requires: never readable, so given up.
+        log.error("update %s was given up: it cannot be read back (%s)", update_id, exc)
+        return None
+
+
 class Inbox:
     """The updates on disk from the moment they are fetched until they are handled.
 
@@ -92,6 +105,9 @@ class Inbox:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         # One process on an SQLite file: no other process can hold a claim, so a replay takes every pending update.
         self._shared = db.backend.name != "sqlite"
+        if self._shared:
+            # An update's write then checks that this process still holds its claim (bot.storage.outcomes).
+            db.claimant = self.owner
         self._keeper: asyncio.Task[None] | None = None
         self._work: dict[int, int] = {}  # update id -> pieces of work under way; present from hand-over to the end
         self._interrupted: set[int] = set()
@@ -100,6 +116,13 @@ class Inbox:
         self._handled: list[int] = []  # to be marked handled by the writer
         self._writer: asyncio.Task[None] | None = None
         self._forgotten_at: dt.datetime | None = None
+        # For ordering one learner's updates across replicas (earlier_first): the updates handed over and not yet
+        # handled, those of them whose handling started (under their learner's lock), and those handled ahead of
+        # their turn (their own turn then skips them).
+        self._updates: dict[int, Update] = {}
+        self._started: set[int] = set()
+        self._ahead: set[int] = set()
+        self._waiting: dict[int, dt.datetime] = {}  # update id -> since when it waits for an earlier one
 
     async def accept(self, updates: Sequence[Update], payloads: Sequence[str] | None = None) -> list[Update]:
         """Store ``updates`` on disk; return, in order, those not seen before, now expected to be handled.
@@ -109,15 +132,18 @@ class Inbox:
         """
         now = self._clock()
         texts = payloads if payloads is not None else [u.to_json() for u in updates]
+        learners = {u.update_id: key for u in updates if (key := _learner_key(u)) is not None}
         fresh = await self._db.accept_updates(
             [(u.update_id, text) for u, text in zip(updates, texts, strict=True)],
             now,
             owner=self.owner,
             lease_until=now + self._lease,
+            learners=learners,
         )
         accepted = [u for u in updates if u.update_id in fresh]
         for update in accepted:
             self._work[update.update_id] = 0
+            self._updates[update.update_id] = update
         if self._forgotten_at is None or now - self._forgotten_at >= FORGET_EVERY:
             await self._forget(now)
         return accepted
@@ -196,6 +222,7 @@ class Inbox:
                 await self._db.handling_alone(update_id, True)
             self._work[update_id] = 0
             self._again.add(update_id)
+            self._updates[update_id] = update
             queue.put_nowait(update)
             under_way.append(update_id)
             if suspect:
@@ -216,6 +243,102 @@ class Inbox:
             for update_id in update_ids:
                 self._finished.pop(update_id, None)
         await self.flush()
+        return True
+
+    async def earlier_first(
+        self, update: Update, learner: int, handle: Callable[[Update], Awaitable[None]]
+    ) -> float | None:
+        """Before ``update`` of ``learner`` is handled (under the learner's lock), handle ``learner``'s earlier
+        updates this process can take, in order, with ``handle``; return 0 when ``update``'s turn has come, None if
+        it is no longer this process's to handle, else how many seconds to wait (without the learner's lock)
+        before asking again.
+
+        Telegram sends the next update of a queue once the last was answered, and a replica answers once the update
+        is on disk, before handling it: the learner's next update can reach another replica while the last is still
+        pending at the first, or at a replica frozen or killed before handling it. So on a shared database an earlier
+        pending update of the learner comes first: one its owner's lease still covers is waited for (its owner
+        handles it, or its lease lapses), a lapsed one is taken over and handled here. An earlier one of this process
+        waiting behind this update for the learner's lock (taken over meanwhile, say) is handled here, ahead of its
+        turn. The wait is bounded: past ``ORDER_WAIT`` leases ``update`` goes ahead, out of order, logged.
+
+        ``update`` itself must still be pending and this process's: one frozen past its lease may find it taken over
+        (and handled) by another, and then does nothing with it (its write would be refused too: bot.storage.outcomes).
+        """
+        if not self._shared or update.update_id not in self._work:
+            return 0.0  # one process: PerLearnerOrder's lock takes the learner's updates in order
+        self._started.add(update.update_id)
+        now = self._clock()
+        rows = await self._db.earlier_pending(learner, update.update_id)
+        if not rows or rows[-1][0] != update.update_id or rows[-1][1] != self.owner:
+            log.warning(
+                "update %s of learner %s is no longer this process's: another took it over (this one stood still "
+                "past its lease); it is left to that one",
+                update.update_id,
+                learner,
+            )
+            self._waiting.pop(update.update_id, None)
+            return None
+        for earlier_id, owner, lease_until in rows[:-1]:
+            if owner == self.owner:
+                earlier = self._updates.get(earlier_id)
+                if earlier is None or earlier_id in self._started:
+                    continue  # under way or handled here, its mark not yet written
+                log.info("update %s of learner %s: handling update %s first", update.update_id, learner, earlier_id)
+                self._ahead.add(earlier_id)
+                await handle(earlier)
+                continue
+            if owner is not None and lease_until is not None and lease_until >= now:
+                return self._wait_for(update, learner, earlier_id, owner, lease_until - now)
+            taken = await self._db.take_over_update(earlier_id, self.owner, now, now + self._lease)
+            if taken is None:
+                return self._wait_for(update, learner, earlier_id, owner, dt.timedelta())  # handled or taken meanwhile
+            earlier_update = _read_update(earlier_id, taken[1], update.get_bot())
+            if earlier_update is None:
+                await self._db.give_up_update(earlier_id, now)
+                continue
+            log.warning(
+                "update %s of learner %s: took over update %s (its owner %s let its lease lapse) to handle it first",
+                update.update_id,
+                learner,
+                earlier_id,
+                owner,
+            )
+            self._work[earlier_id] = 0
+            self._again.add(earlier_id)
+            self._updates[earlier_id] = earlier_update
+            await handle(earlier_update)
+        self._waiting.pop(update.update_id, None)
+        return 0.0
+
+    def _wait_for(
+        self, update: Update, learner: int, earlier_id: int, owner: str | None, lease_left: dt.timedelta
+    ) -> float:
+        """How long ``update`` waits before asking again for ``earlier_id`` (0 once it waited long enough)."""
+        now = self._clock()
+        since = self._waiting.setdefault(update.update_id, now)
+        if now - since >= self._lease * ORDER_WAIT:
+            log.error(
+                "update %s of learner %s goes ahead of update %s after waiting %.1f s for it at %s",
+                update.update_id,
+                learner,
+                earlier_id,
+                (now - since).total_seconds(),
+                owner,
+            )
+            self._waiting.pop(update.update_id, None)
+            return 0.0
+        if since == now:
+            log.info("update %s of learner %s waits for update %s at %s", update.update_id, learner, earlier_id, owner)
+        self._started.discard(update.update_id)
+        # Its owner marks it handled soon after handling it; a lapsing lease is looked at as it lapses.
+        step = min(self._lease.total_seconds() / 10, ORDER_POLL)
+        return max(0.01, min(step, lease_left.total_seconds() + 0.01))
+
+    def skip_turn(self, update: object) -> bool:
+        """Whether ``update`` was handled ahead of its turn (by earlier_first): its turn then does nothing."""
+        if not isinstance(update, Update) or update.update_id not in self._ahead:
+            return False
+        self._ahead.discard(update.update_id)
         return True
 
     def handled_again(self, update: object) -> bool:
@@ -240,6 +363,8 @@ class Inbox:
             return
         del self._work[update_id]
         self._again.discard(update_id)
+        self._updates.pop(update_id, None)
+        self._started.discard(update_id)
         finished = self._finished.get(update_id)
         if finished is not None:
             finished.set()
@@ -260,7 +385,8 @@ class Inbox:
         while self._handled:
             batch, self._handled = self._handled, []
             try:
-                await self._db.updates_handled(batch, self._clock())
+                # On a shared database only those still this process's (one taken over is the new owner's to mark).
+                await self._db.updates_handled(batch, self._clock(), owner=self.owner if self._shared else None)
                 tries = 0
             except (sqlite3.Error, StorageError):
                 tries += 1
@@ -436,11 +562,17 @@ class PerLearnerOrder(BaseUpdateProcessor):
         self._inbox = inbox
         self._learner_lock = learner_lock
         self._resend = resend
+        # PTB's handling of an update (Application.process_update), for an earlier update of a learner handled
+        # ahead of a later one (Inbox.earlier_first); set once the application is built.
+        self.process: Callable[[object], Awaitable[None]] | None = None
         self._locks: dict[int, asyncio.Lock] = {}
         self._users: dict[int, int] = {}
 
     async def do_process_update(self, update: object, coroutine: Awaitable[Any]) -> None:
         """Await ``coroutine`` (PTB's handling of ``update``) after the learner's earlier updates, in its scope."""
+        if self._inbox is not None and self._inbox.skip_turn(update):
+            _close(coroutine)  # handled ahead of its turn, before it began
+            return
         inbox = self._inbox if self._inbox is not None and self._inbox.begin(update) else None
         completed = True
         try:
@@ -462,24 +594,60 @@ class PerLearnerOrder(BaseUpdateProcessor):
         self._users[key] = self._users.get(key, 0) + 1
         try:
             async with lock:
+                if self._inbox is not None and self._inbox.skip_turn(update):
+                    _close(coroutine)  # handled ahead of its turn (Inbox.earlier_first) while it waited for the lock
+                    return
                 if self._learner_lock is None:
                     async with self._scope(update):
                         await self._handle(update, coroutine)
-                else:
-                    async with self._learner_lock(key), self._scope(update):
-                        await self._handle(update, coroutine)
+                    return
+                while True:
+                    async with self._learner_lock(key):
+                        wait = await self._earlier_first(update, key)
+                        if wait is None:
+                            _close(coroutine)  # another process took it over: that one handles it
+                            return
+                        if not wait:
+                            async with self._scope(update):
+                                await self._handle(update, coroutine)
+                            return
+                    # Waiting for an earlier update at another replica, which needs the learner's lock to handle it.
+                    await asyncio.sleep(wait)
         finally:
             self._users[key] -= 1
             if not self._users[key]:
                 # Nobody else waits on this learner's lock; drop it so idle learners cost nothing.
                 del self._users[key], self._locks[key]
 
+    async def _earlier_first(self, update: object, key: int) -> float | None:
+        """Handle the learner's earlier updates first (Inbox.earlier_first); return how long to wait, 0 to go on,
+        None if the update is no longer this process's."""
+        if self._inbox is None or self.process is None or not isinstance(update, Update):
+            return 0.0
+        return await self._inbox.earlier_first(update, key, self._ahead_of_turn)
+
+    async def _ahead_of_turn(self, earlier: Update) -> None:
+        """Handle ``earlier`` now, under its learner's locks (held by the later update), as its own turn would."""
+        inbox, process = self._inbox, self.process
+        if inbox is None or process is None:
+            return
+        counted = inbox.begin(earlier)
+        completed = True
+        try:
+            async with self._scope(earlier):
+                await self._handle(earlier, process(earlier))
+        except asyncio.CancelledError:
+            completed = False
+            raise
+        finally:
+            if counted:
+                inbox.end(earlier, completed=completed)
+
     async def _handle(self, update: object, coroutine: Awaitable[Any]) -> None:
         resend, inbox = self._resend, self._inbox
         again = resend is not None and inbox is not None and inbox.handled_again(update)
         if again and resend is not None and isinstance(update, Update) and await resend(update):
-            if inspect.iscoroutine(coroutine):
-                coroutine.close()  # never started: its handlers decided and stored this update before
+            _close(coroutine)  # never started: its handlers decided and stored this update before
             return
         await coroutine
 
@@ -488,3 +656,9 @@ class PerLearnerOrder(BaseUpdateProcessor):
 
     async def shutdown(self) -> None:
         """Nothing to tear down."""
+
+
+def _close(coroutine: Awaitable[Any]) -> None:
+    """Close a coroutine that is never awaited (its update needs no handling), so Python does not warn of it."""
+    if inspect.iscoroutine(coroutine):
+        coroutine.close()

@@ -58,6 +58,9 @@ class Engine:
         self.clock = clock
         # How long learning events are kept: None keeps them, 0 records none (bot.config: COURSEBOT_EVENTS_DAYS).
         self.events_days = events_days
+        # The process whose claim an update's write must still hold (bot.updates.Inbox sets it on a shared database;
+        # None: one process, every claim its own). See bot.storage.outcomes.write_outcome.
+        self.claimant: str | None = None
 
     def _now(self) -> str:
         return timestamp(self.clock())

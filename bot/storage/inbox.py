@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from bot.storage.backend import PURGE_LOCK, SyncConnection
 from bot.storage.engine import Engine, timestamp
@@ -19,17 +19,20 @@ class InboxQueries(Engine):
         *,
         owner: str | None = None,
         lease_until: dt.datetime | None = None,
+        learners: Mapping[int, int] | None = None,
     ) -> set[int]:
         """Store fetched updates (id, JSON) as pending, on disk; return the ids not stored before.
 
         An id stored before is a redelivery: pending (replayed at start) or handled already, so not new. ``owner``
-        (the process that goes on to handle them) claims the new ones until ``lease_until``.
+        (the process that goes on to handle them) claims the new ones until ``lease_until``. ``learners`` gives
+        each update's learner (update id -> user id), by which ``earlier_pending`` finds it.
         """
         if not updates:
             return set()
         # Telegram forgets an update once the next getUpdates confirms it, so it must be on disk by then.
         received = timestamp(now)
         lease = timestamp(lease_until) if lease_until is not None else None
+        learner = learners or {}
 
         def store(conn: SyncConnection) -> set[int]:
             # The insert is the claim: of two processes given one update, the second inserts nothing (on PostgreSQL
@@ -38,9 +41,9 @@ class InboxQueries(Engine):
             fresh = set()
             for update_id, payload in sorted(updates):
                 claimed = conn.execute(
-                    "INSERT INTO inbox (update_id, payload, received_at, owner, lease_until) VALUES (?, ?, ?, ?, ?)"
-                    " ON CONFLICT (update_id) DO NOTHING RETURNING update_id",
-                    (update_id, payload, received, owner, lease),
+                    "INSERT INTO inbox (update_id, payload, received_at, owner, lease_until, user_id)"
+                    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (update_id) DO NOTHING RETURNING update_id",
+                    (update_id, payload, received, owner, lease, learner.get(update_id)),
                 ).fetchone()
                 if claimed is not None:
                     fresh.add(update_id)
@@ -89,6 +92,33 @@ class InboxQueries(Engine):
             )
         return pending, abandoned
 
+    async def earlier_pending(self, user_id: int, update_id: int) -> list[tuple[int, str | None, dt.datetime | None]]:
+        """Return (id, owner, lease until) of the learner's pending updates older than ``update_id``, in order, then
+        that of ``update_id`` itself if it is pending (whoever holds it)."""
+        rows = await self._all(
+            "SELECT update_id, owner, lease_until FROM inbox WHERE state = 'pending'"
+            " AND (user_id = ? AND update_id < ? OR update_id = ?) ORDER BY update_id",
+            (user_id, update_id, update_id),
+        )
+        return [(row[0], row[1], dt.datetime.fromisoformat(row[2]) if row[2] is not None else None) for row in rows]
+
+    async def take_over_update(
+        self, update_id: int, owner: str, now: dt.datetime, lease_until: dt.datetime
+    ) -> tuple[int, str] | None:
+        """Claim one pending update for ``owner`` until ``lease_until`` if nobody holds it or its lease ran out by
+        ``now``, counting a replay; return (replays, JSON), or None if it is handled, or held, or taken meanwhile.
+
+        One UPDATE, as in ``unhandled_updates``: of two processes taking it over at once, one gets it.
+        """
+        async with self._write() as conn:
+            taken = await conn.all(
+                "UPDATE inbox SET owner = ?, lease_until = ?, replays = replays + 1 WHERE update_id = ?"
+                " AND state = 'pending' AND (owner IS NULL OR lease_until IS NULL OR lease_until < ?)"
+                " AND (owner IS NULL OR owner <> ?) RETURNING replays, payload",
+                (owner, timestamp(lease_until), update_id, timestamp(now), owner),
+            )
+        return (taken[0][0], taken[0][1]) if taken and taken[0][1] is not None else None
+
     async def renew_claims(self, owner: str, lease_until: dt.datetime) -> int:
         """Extend the lease on every pending update ``owner`` holds to ``lease_until``; return how many.
 
@@ -114,13 +144,22 @@ class InboxQueries(Engine):
         """Note whether a pending update is being handled alone, so that a crash meanwhile is blamed on it."""
         await self._write_one("UPDATE inbox SET alone = ? WHERE update_id = ?", (int(alone), update_id))
 
-    async def updates_handled(self, update_ids: Sequence[int], now: dt.datetime) -> None:
-        """Mark updates handled; their text is dropped, their ids kept to recognise redeliveries."""
+    async def updates_handled(self, update_ids: Sequence[int], now: dt.datetime, *, owner: str | None = None) -> None:
+        """Mark updates handled; their text is dropped, their ids kept to recognise redeliveries.
+
+        With ``owner``, only those it still holds: one taken over meanwhile (its owner frozen past its lease) is the
+        new owner's to mark, once it has handled it.
+        """
+        held = " AND owner = ?" if owner is not None else ""
         async with self._write() as conn:
             await conn.executemany(
                 "UPDATE inbox SET state = 'handled', payload = NULL, handled_at = ? WHERE update_id = ?"
-                " AND state = 'pending'",
-                [(timestamp(now), update_id) for update_id in sorted(update_ids)],  # rows locked in one order
+                f" AND state = 'pending'{held}",
+                # rows locked in one order
+                [
+                    (timestamp(now), update_id, *((owner,) if owner is not None else ()))
+                    for update_id in sorted(update_ids)
+                ],
             )
 
     async def forget_updates(self, received_before: dt.datetime) -> int:

@@ -343,4 +343,12 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX outbox_stored ON outbox (stored_at);
     """,
+    # 14: the learner of each update in the inbox (issue 17), filled on accept: before a replica handles a learner's
+    # update it looks for that learner's earlier updates still pending at another replica (bot.updates.Inbox.
+    # earlier_first), so that the learner's updates are handled in order across replicas. NULL: accepted before, or
+    # an update of no learner. (Migration 13 is the outbox's.)
+    """
+    ALTER TABLE inbox ADD COLUMN user_id INTEGER;
+    CREATE INDEX inbox_pending_learner ON inbox (user_id, update_id) WHERE state = 'pending';
+    """,
 )

@@ -277,4 +277,9 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX outbox_stored ON outbox (stored_at);
     """,
+    # 14: the learner of each update in the inbox, so a replica finds a learner's earlier updates pending elsewhere.
+    """
+    ALTER TABLE inbox ADD COLUMN user_id BIGINT;
+    CREATE INDEX inbox_pending_learner ON inbox (user_id, update_id) WHERE state = 'pending';
+    """,
 )

@@ -32,6 +32,7 @@ from bot.changes import (
     SlideShown,
     StreakDay,
 )
+from bot.errors import ClaimLost
 from bot.learner import EventKind
 from bot.storage.backend import SyncConnection
 from bot.storage.drills import SAVE_DRILL, drill_params
@@ -51,6 +52,13 @@ NOTE_ACTIVITY = (
     "INSERT INTO activity (user_id, at, update_id) SELECT :user, :at, CAST(:update AS BIGINT) WHERE NOT EXISTS"
     " (SELECT 1 FROM activity WHERE user_id = :user AND at > :since) ON CONFLICT DO NOTHING"
 )
+
+
+# An update's write first checks, in its own transaction, that this process still holds the update's claim and the
+# update is pending. The statement changes nothing but takes the update's row lock: a take-over (bot.storage.inbox)
+# either committed before, and this finds another owner and rolls back, or waits for this write's commit and then
+# hands the update, stored, to the new owner (which sends the stored replies: bot.handlers.outbox.resend).
+STILL_CLAIMED = "UPDATE inbox SET owner = owner WHERE update_id = ? AND owner = ? AND state = 'pending'"
 
 
 @dataclass(frozen=True)
@@ -107,9 +115,14 @@ class OutcomeQueries(Engine):
         now = self._now()
         record_events = self.events_days != 0
         added: list[bool] = []
+        claimant = self.claimant if update_id is not None else None
 
         def write(conn: SyncConnection) -> None:
             added.clear()  # a transaction run again (a busy database) starts afresh
+            if claimant is not None and conn.execute(STILL_CLAIMED, (update_id, claimant)).rowcount != 1:
+                # Frozen past its lease, this process lost the update to another, which handles it (or did): the
+                # whole outcome rolls back and its replies, stored with it, are never sent (issue 17).
+                raise ClaimLost(f"update {update_id} was taken over by another process")
             completed: list[str] = []
             for change in changes:
                 if isinstance(change, LessonCompleted):

@@ -1,0 +1,167 @@
+"""One learner's updates across webhook replicas on one PostgreSQL (issue 17): handled in the order they were made
+even when the earlier one is stuck at a replica frozen past its lease, and never applied by a replica that lost its
+claim meanwhile (bot.updates.Inbox.earlier_first, bot.storage.outcomes.write_outcome's claim check).
+
+Two bots in this process, each a real CourseBot with its own pool on one throwaway PostgreSQL, receive the stand-in's
+webhooks. "Frozen" is what SIGSTOP does to a replica, made deterministic: its handling of one update waits on an
+event the test sets, and its claims are no longer renewed (its inbox's keeper is stopped), so its lease runs out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.app import CourseBot
+from bot.changes import Event
+from bot.config import Config
+from bot.errors import ClaimLost
+from bot.learner import EventKind
+from bot.library.load import load_valid
+from bot.storage.db import Database
+from tests.botprocess import wait_until
+from tests.conftest import LESSONS, LOCALES, peek
+from tests.pg import free_port
+
+SECRET = "order-test_SECRET"
+LEASE = 2.0
+T0 = dt.datetime(2030, 5, 1, 12, 0, tzinfo=dt.UTC)
+COURSE = load_valid(LESSONS, LOCALES).english
+
+
+def replica_config(config: Config, pg_url: str, folder: Path) -> Config:
+    folder.mkdir(parents=True, exist_ok=True)
+    return replace(
+        config,
+        db_url=pg_url,
+        db_path=folder / "unused.sqlite3",
+        control_socket=folder / "control.sock",
+        webhook_listen=("127.0.0.1", free_port()),
+        webhook_secret=SECRET,
+        inbox_lease=LEASE,
+    )
+
+
+@contextlib.asynccontextmanager
+async def replicas(config: Config, pg_url: str, tmp_path: Path) -> AsyncIterator[tuple[CourseBot, CourseBot]]:
+    async with (
+        CourseBot(replica_config(config, pg_url, tmp_path / "a")) as first,
+        CourseBot(replica_config(config, pg_url, tmp_path / "b")) as second,
+    ):
+        yield first, second
+
+
+def url(bot: CourseBot) -> str:
+    assert bot.config.webhook_listen is not None
+    host, port = bot.config.webhook_listen
+    return f"http://{host}:{port}/"
+
+
+def freeze(bot: CourseBot, update_ids: set[int]) -> asyncio.Event:
+    """Hold ``bot``'s handling of ``update_ids`` until the returned event is set (see the module's docstring)."""
+    thaw = asyncio.Event()
+    order = bot.app.update_processor
+    handle = order.do_process_update
+
+    async def frozen(update: object, coroutine: Awaitable[Any]) -> None:
+        if getattr(update, "update_id", None) in update_ids:
+            await thaw.wait()
+        await handle(update, coroutine)
+
+    order.do_process_update = frozen  # type: ignore[method-assign]
+    return thaw
+
+
+async def inbox_row(db: Database, update_id: int) -> tuple[object, ...]:
+    rows = await peek(db, f"SELECT state, owner FROM inbox WHERE update_id = {update_id}")
+    return rows[0] if rows else ()
+
+
+async def test_a_learners_next_update_at_another_replica_waits_for_the_one_frozen_at_the_first(
+    config, standin, pg_url, tmp_path, caplog
+):
+    caplog.set_level(logging.INFO)
+    # /start reaches A, which stores it, answers 2xx and freezes before handling it. Telegram then sends the
+    # learner's next message, /help, which reaches B. B must not answer /help before /start: it waits for A's lease
+    # to lapse, takes /start over and handles it, then /help. When A wakes, its /start finds its claim gone: it
+    # stores nothing and sends nothing.
+    async with replicas(config, pg_url, tmp_path) as (a, b):
+        ada = standin.learner(user_id=7101)
+        first = await ada.send("/start")
+        assert first is not None
+        thaw = freeze(a, {first})
+        try:
+            await _frozen_then_thawed(standin, ada, a, b, first, thaw, caplog)
+        finally:
+            thaw.set()  # a failure must not leave A's update waiting for ever (the bots could not stop)
+
+
+async def _frozen_then_thawed(standin, ada, a, b, first, thaw, caplog) -> None:
+    # (The test's body, run with A's update thawed in any case.)
+    await a.app.inbox.close()  # frozen: its claims are no longer renewed
+    await standin.set_webhook({"url": url(a), "secret_token": SECRET})
+    await wait_until(lambda: standin.updates.pending_count == 0, "A answered /start 2xx", 10)
+    since = ada.cursor()
+    # Telegram sends the next message of the chat once /start was answered 2xx; HAProxy sends it to B.
+    await standin.set_webhook({"url": url(b), "secret_token": SECRET})
+    second = await ada.send("/help")
+    assert second is not None
+    assert await inbox_row(a.db, first) == ("pending", a.app.inbox.owner)
+    # B answers both, /start first, once A's lease has run out.
+    menu = await ada.wait_message(since=since, timeout=LEASE * 5)
+    assert COURSE.title in menu.get("text", ""), [m.get("text") for m in ada.messages]
+    await ada.wait_message(lambda m: m["message_id"] > menu["message_id"], since=since, timeout=LEASE * 5)
+    assert f"took over update {first}" in caplog.text or "taking over 1 updates" in caplog.text
+    await b.app.inbox.flush()
+    assert await inbox_row(b.db, first) == ("handled", b.app.inbox.owner)
+    answered = [m["message_id"] for m in ada.messages if m["from"]["is_bot"]]
+    assert len(answered) == 2
+    # A wakes: its /start is someone else's now.
+    calls = len(standin.calls)
+    thaw.set()
+    await a.app.inbox.flush()
+    await asyncio.sleep(0.5)
+    await a.app.update_queue.join()
+    assert [m["message_id"] for m in ada.messages if m["from"]["is_bot"]] == answered
+    assert [c.method for c in standin.calls[calls:] if c.method not in ("getUpdates", "getWebhookInfo")] == []
+    assert await inbox_row(b.db, first) == ("handled", b.app.inbox.owner)
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["claimed", "one-process"])
+async def test_an_update_whose_claim_was_taken_over_stores_nothing(store, shared):
+    # A replica frozen past its lease wakes and writes the outcome of an update another replica took over: the whole
+    # write rolls back. On one process (SQLite, no claimant) every write goes through as before.
+    frozen = await Database.open(store, clock=lambda: T0)
+    other = await Database.open(store, clock=lambda: T0) if isinstance(store, str) else frozen
+    try:
+        await frozen.learner(7201, 7201, "en")
+        await frozen.accept_updates([(41, "{}")], T0, owner="A", lease_until=T0 + dt.timedelta(seconds=3))
+        later = T0 + dt.timedelta(seconds=5)
+        taken, _ = await other.unhandled_updates(2, later, owner="B", lease_until=later + dt.timedelta(seconds=3))
+        assert [row[0] for row in taken] == [41]
+        frozen.claimant = "A" if shared else None
+        event = (Event(EventKind.SLIDE, "grad", item_id="a"),)
+        if shared:
+            with pytest.raises(ClaimLost):
+                await frozen.write_outcome(7201, (), event, language="en", update_id=41)
+            assert await peek(frozen, "SELECT count(*) FROM events WHERE user_id = 7201") == [(0,)]
+        else:
+            assert (await frozen.write_outcome(7201, (), event, language="en", update_id=41)).stored
+            assert await peek(frozen, "SELECT count(*) FROM events WHERE user_id = 7201") == [(1,)]
+        # The owner's write goes through; a mark by the frozen one does not touch what it no longer holds.
+        other.claimant = "B"
+        assert (await other.write_outcome(7201, (), event, language="en", update_id=41)).stored
+        await frozen.updates_handled([41], later, owner="A")
+        assert await peek(other, "SELECT state, owner FROM inbox WHERE update_id = 41") == [("pending", "B")]
+    finally:
+        if other is not frozen:
+            await other.close()
+        await frozen.close()
