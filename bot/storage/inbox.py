@@ -8,6 +8,10 @@ from collections.abc import Mapping, Sequence
 from bot.storage.backend import PURGE_LOCK, SyncConnection
 from bot.storage.engine import Engine, timestamp
 
+MARK_HANDLED = (
+    "UPDATE inbox SET state = 'handled', payload = NULL, handled_at = ? WHERE update_id = ? AND state = 'pending'"
+)
+
 
 class InboxQueries(Engine):
     """The inbox: updates stored, replayed, handled and forgotten."""
@@ -150,16 +154,12 @@ class InboxQueries(Engine):
         With ``owner``, only those it still holds: one taken over meanwhile (its owner frozen past its lease) is the
         new owner's to mark, once it has handled it.
         """
-        held = " AND owner = ?" if owner is not None else ""
+        mark = MARK_HANDLED if owner is None else MARK_HANDLED + " AND owner = ?"
+        held = (owner,) if owner is not None else ()
         async with self._write() as conn:
             await conn.executemany(
-                "UPDATE inbox SET state = 'handled', payload = NULL, handled_at = ? WHERE update_id = ?"
-                f" AND state = 'pending'{held}",
-                # rows locked in one order
-                [
-                    (timestamp(now), update_id, *((owner,) if owner is not None else ()))
-                    for update_id in sorted(update_ids)
-                ],
+                mark,
+                [(timestamp(now), update_id, *held) for update_id in sorted(update_ids)],  # rows locked in one order
             )
 
     async def forget_updates(self, received_before: dt.datetime) -> int:
