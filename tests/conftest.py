@@ -208,3 +208,38 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
 async def peek(db: Database, sql: str) -> list[tuple[object, ...]]:
     """Return the rows of ``sql`` read through the database's own engine, as tuples (a test's look at the tables)."""
     return [tuple(row) for row in await db._all(sql)]
+
+
+# `make test` hands whole files to its two processes in collection order (pytest-xdist --dist loadfile
+# --no-loadscope-reorder). The files below took longest in a whole run (--durations=0: docker, compose, bench
+# subprocesses, kills and replays, a browser), slowest first, so they are collected first: the run does not end
+# with one process still inside a long file while the other has nothing left. The scale-out fault test and the
+# swarm test (3-5 minutes each) lead. A name may be added or left out; the order only decides when a file
+# starts, never what it checks.
+SLOWEST_FILES = (
+    "test_scaleout.py",
+    "test_swarm.py",
+    "test_bench_smoke.py",
+    "test_runner_docker_backend.py",
+    "test_compose.py",
+    "test_replay.py",
+    "test_bot_practice.py",
+    "test_readme_docker.py",
+    "test_bot_drills.py",
+    "test_postgres.py",
+    "test_bot_retention.py",
+    "test_image.py",
+    "test_updates.py",
+    "test_authoring_proof.py",
+    "test_chaos.py",
+    "test_bot_runner_boundary.py",
+    "test_webchat_phone.py",
+    "test_runner_hostile.py",
+    "test_compose_scale.py",
+    "test_runner_hosts.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(SLOWEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file stays whole, in order
