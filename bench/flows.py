@@ -10,12 +10,16 @@ its own stand-in and database:
   and a graded run (the exercise's solution, sent in practice; only with bubblewrap, for the real runner), counted by
   a SQLite trace callback on the bot's connection. A read is a SELECT; a write is a write transaction (BEGIN ...
   COMMIT, or one statement outside one). The inbox's own bookkeeping (storing the update, marking it handled) is the
-  same for every update and counted apart (``inbox_writes``).
+  same for every update and counted apart (``inbox_writes``). The reminder sweep's minute job is off (no update's).
 * ``cpu_ms_per_update``: bench/bot.py's ``bot_cpu_ms_per_update`` under its realistic load (slide taps), run for the
   base tree with its own bench/bot.py and for this checkout with this one, one after the other (``--no-cpu`` skips
   it). ``cpu_ratio`` = new / base: the target is <= 0.75.
 
-Targets (issue 16): a drill tap at most 2 reads and 1 write transaction, a slide tap 1 read and 1 write.
+Targets (issue 16): a drill tap at most 2 reads and 1 write transaction, a slide tap 1 read and 1 write; a graded run
+(when measured) at most 2 reads and 1 write, as when the flows landed. The learner's activity (the reminder's hour) and
+the streak's day cost none of these: activity is a change of the update's one write, and the time zone and recent
+activity come with the learner's read (bot.snapshot); the first update in a step (ACTIVITY_STEP) plans the reminder
+again, which the probe's updates, seconds apart, never are.
 """
 
 from __future__ import annotations
@@ -30,10 +34,16 @@ import sys
 import tempfile
 import threading
 from collections.abc import Awaitable, Callable
+from inspect import signature
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGETS = {"drill": {"reads": 2, "writes": 1}, "slide": {"reads": 1, "writes": 1}, "cpu_ratio": 0.75}
+TARGETS = {
+    "drill": {"reads": 2, "writes": 1},
+    "slide": {"reads": 1, "writes": 1},
+    "graded_run": {"reads": 2, "writes": 1},
+    "cpu_ratio": 0.75,
+}
 
 
 def log(message: str) -> None:
@@ -115,7 +125,10 @@ async def probe(runs: int, graded: bool) -> dict[str, object]:
                 runner="embedded" if graded else "off",
                 watch=False,
             )
-            async with CourseBot(config) as bot:
+            # The reminder sweep's minute job (a tree that has one) is no update's cost: off, so it never lands in a
+            # measured update's window (its DELETE of old activity once did, as a drill tap's second write).
+            quiet = {"sweep_every_minute": False} if "sweep_every_minute" in signature(CourseBot).parameters else {}
+            async with CourseBot(config, **quiet) as bot:
                 trace = Statements()
                 # The aiosqlite connection (behind the SQLite backend since the PostgreSQL engine came; the db's own
                 # before): the callback is set on its own thread.
@@ -257,10 +270,10 @@ def main(argv: list[str] | None = None) -> int:
             out["cpu_ms_per_update"] = {"before": cpu_before, "after": cpu_after}
             out["cpu_ratio"] = ratio(cpu_after, cpu_before)
     out["targets"] = TARGETS
-    drill, slide = after["drill"], after["slide"]
     met = {
-        "drill": drill["reads"] <= TARGETS["drill"]["reads"] and drill["writes"] <= TARGETS["drill"]["writes"],
-        "slide": slide["reads"] <= TARGETS["slide"]["reads"] and slide["writes"] <= TARGETS["slide"]["writes"],
+        kind: after[kind]["reads"] <= TARGETS[kind]["reads"] and after[kind]["writes"] <= TARGETS[kind]["writes"]
+        for kind in ("slide", "drill", "graded_run")
+        if kind in after  # a graded run only with bubblewrap
     }
     if "cpu_ratio" in out:
         met["cpu"] = out["cpu_ratio"] is not None and out["cpu_ratio"] <= TARGETS["cpu_ratio"]

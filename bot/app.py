@@ -46,6 +46,7 @@ from bot.metrics import MeasuredRequest, Metrics
 from bot.monitoring import Check, MonitoringServer
 from bot.ratelimit import CourseRateLimiter
 from bot.refresh import refresh_readers
+from bot.retention.bulk_sender import MESSAGES_PER_SECOND
 from bot.storage.db import Clock, Database, ensure_writable, utc_now
 from bot.sweep import ReminderSweep, telegram_send
 from bot.updates import Inbox, InboxApplication, PerLearnerOrder, Polling
@@ -334,7 +335,8 @@ async def reminder_sweep(config: Config, library: Library, db: Database) -> Asyn
     )
     await bot.initialize()
     try:
-        yield ReminderSweep(db, library, telegram_send(bot))
+        # The bulk sender's pace stays under the bot's ceiling (COURSEBOT_MESSAGES_PER_SECOND), with its own margin.
+        yield ReminderSweep(db, library, telegram_send(bot), rate=min(config.messages_per_second, MESSAGES_PER_SECOND))
     finally:
         await bot.shutdown()
 

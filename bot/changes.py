@@ -155,6 +155,18 @@ class CompletionCardClaimed:
     at: int
 
 
+@dataclass(frozen=True)
+class ActivityNoted:
+    """The learner did something at ``at`` (epoch seconds): noted unless a row lies within ``step`` seconds before it
+    (a session leaves a few rows, not one per tap) or this update noted it before (a replay). A row added answers
+    the reminders sent before it (none counts as ignored any more) and sets the learner's UTC offset to
+    ``utc_offset`` (minutes) if none is stored yet; it changes their habit, so their reminder is planned again."""
+
+    at: int
+    step: int
+    utc_offset: int | None = None
+
+
 Change = (
     SlideShown
     | ReaderAt
@@ -172,4 +184,5 @@ Change = (
     | StreakDay
     | RemindersOffered
     | CompletionCardClaimed
+    | ActivityNoted
 )

@@ -286,14 +286,13 @@ def _stats(args: argparse.Namespace) -> int:
     """Print where learners struggle, from the learning events in COURSEBOT_DB (and write it as HTML)."""
     from bot.library.load import load_valid
     from bot.stats import html, query, report, text
+    from bot.storage.backend import is_url
 
     config = Config.from_env()
-    if config.db_url is not None and not args.db:
-        raise ConfigError(
-            "coursebot stats reads an SQLite file, and COURSEBOT_DB is PostgreSQL: give it a file with --db "
-            "(not yet read from PostgreSQL)"
-        )
-    _as_owner_of((Path(args.db) if args.db else config.db_path).parent)
+    # --db names a file or a postgresql:// URL, as COURSEBOT_DB does.
+    target: Path | str = (args.db if is_url(args.db) else Path(args.db)) if args.db else config.database
+    if isinstance(target, Path):
+        _as_owner_of(target.parent)
     content = load_valid(config.lessons_dir, config.locales_dir)
     lessons = None
     if args.lesson:
@@ -320,7 +319,7 @@ def _stats(args: argparse.Namespace) -> int:
         )
         return EXIT_BAD_INPUT
     filters = query.Filters(lessons=lessons, since=since, language=args.language)
-    result = report.build(content, query.read(Path(args.db) if args.db else config.db_path, filters), filters)
+    result = report.build(content, query.read(target, filters), filters)
     print(text.render(result), end="")
     if args.html:
         Path(args.html).write_text(html.render(result), encoding="utf-8")
@@ -525,7 +524,9 @@ def parser() -> argparse.ArgumentParser:
     stats.add_argument("--since", metavar="DATE", help="only events since this date (2026-11-01) or moment, UTC")
     stats.add_argument("--language", metavar="CODE", help="only learners reading the course in this language")
     stats.add_argument("--html", metavar="FILE", help="also write the report as one self-contained HTML page")
-    stats.add_argument("--db", metavar="PATH", help="the database to read (default: COURSEBOT_DB)")
+    stats.add_argument(
+        "--db", metavar="PATH_OR_URL", help="the database to read: a file or postgresql://... (default: COURSEBOT_DB)"
+    )
     stats.set_defaults(func=_stats)
     commands.add_parser(
         "links", help="print every lesson's link (t.me/<bot>?start=<lesson>) and the review's, for the configured bot"

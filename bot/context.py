@@ -19,10 +19,10 @@ from bot.course.model import Content, Course
 from bot.errors import StorageError
 from bot.faults import FaultPoints
 from bot.i18n import I18n, current_language
-from bot.learner import Learner, LessonProgress
+from bot.learner import Learner, LessonProgress, Rhythm
 from bot.library.live import Library
 from bot.metrics import Metrics
-from bot.snapshot import Snapshot
+from bot.snapshot import Snapshot, activity_since
 from bot.storage.db import Database
 from runner.client import Runner
 
@@ -67,14 +67,15 @@ class BotData:
     services: Services
 
 
-# The learner's row and current place as update_scope read them; for_learner builds the update's snapshot on them
-# rather than reading them again.
-_stored_learner: ContextVar[tuple[Learner, LessonProgress | None] | None] = ContextVar("stored_learner", default=None)
+# The learner's row, current place and rhythm as update_scope read them; for_learner builds the update's snapshot on
+# them rather than reading them again.
+StoredLearner = tuple[Learner, LessonProgress | None, Rhythm]
+_stored_learner: ContextVar[StoredLearner | None] = ContextVar("stored_learner", default=None)
 
 
-def stored_learner() -> tuple[Learner, LessonProgress | None] | None:
+def stored_learner() -> StoredLearner | None:
     """Return the current update's learner as stored when the update came in, with their place in the lesson they
-    are in (None: not a learner yet)."""
+    are in and their rhythm (reminders, time zone, recent activity) (None: not a learner yet)."""
     return _stored_learner.get()
 
 
@@ -93,10 +94,10 @@ async def update_scope(services: Services, update: object) -> AsyncIterator[None
 @asynccontextmanager
 async def _learner_scope(services: Services, update: object) -> AsyncIterator[None]:
     user = update.effective_user if isinstance(update, Update) else None
-    read: tuple[Learner, LessonProgress | None] | None = None
+    read: StoredLearner | None = None
     if user is not None and not user.is_bot:
         try:
-            read = await services.db.learner_at(user.id)
+            read = await services.db.learner_at(user.id, activity_since(services.db.clock()))
         except (sqlite3.Error, StorageError):
             # Speak Telegram's language; the handler meets the same failure and tells the learner of it.
             log.exception("cannot read the language of user %s", user.id)

@@ -9,7 +9,7 @@ lesson files moves nobody: bot.navigation finds each id in the lessons as they a
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 
 
@@ -39,6 +39,17 @@ class Learner:
     practice_lesson_id: str | None = None  # the exercise messages answer
     hints_shown: int = 0
     quiz_seed: int = 0  # the round's shuffle: the order of each question's options (bot.shuffle)
+
+
+@dataclass(frozen=True)
+class Rhythm:
+    """When the learner studies and where their reminders stand, read with their row: what every update needs for
+    the streak's day and the reminder's hour (bot.handlers.comeback), so it costs no read of its own."""
+
+    reminders: str = "unasked"  # bot.retention.plan.Status
+    utc_offset_minutes: int | None = None  # from the web chat's time zone, once
+    completion_card_sent: bool = False
+    activity: tuple[int, ...] = ()  # when they did something (epoch seconds, oldest first), over the habit's window
 
 
 @dataclass(frozen=True)
@@ -124,6 +135,9 @@ class LessonState:
     progress: LessonProgress
     answers: dict[tuple[str, str], Answer]  # the latest answer to each question, by (lesson id, question id)
     drills: dict[str, DrillProgress]  # the attempt at each drill touched, by drill id
+    # The learner's review cards of the lesson's drills, by card id, as stored rows (ReviewCard.from_columns reads
+    # them): a drill answered while its card is due reviews it, with no read of its own.
+    drill_cards: dict[int, dict[str, object]] = field(default_factory=dict)
 
     @property
     def solved(self) -> frozenset[str]:

@@ -7,8 +7,10 @@ due moment or another process finds the key taken and sends nothing. A reminder 
 stopped before sending it is sent by the next sweep that finds it older than ``STALE_CLAIM``.
 
 Sending goes through one ``BulkSender`` under Telegram's bot-wide rate, waiting out 429s; a 403 (the learner
-blocked the bot) turns their reminders off for good. Time is the injected clock's; sleeping is injected too,
-so tests run the sweep on virtual time.
+blocked the bot) turns their reminders off for good. On PostgreSQL every replica sweeps, each sending only what it
+claimed, and all of them take their slots from one budget in the database (bot.storage.sending.SharedBudget), so
+together they keep the bot's pace, and a 429 at one holds them all. Time is the injected clock's; sleeping is
+injected too, so tests run the sweep on virtual time.
 """
 
 from __future__ import annotations
@@ -30,11 +32,22 @@ from bot.i18n import I18n
 from bot.library.live import Library
 from bot.render import Screen
 from bot.retention import plan
-from bot.retention.bulk_sender import Blocked, BulkSender, Delivery, Failed, LocalBudget, SendBudget, Sent, Wait
+from bot.retention.bulk_sender import (
+    MESSAGES_PER_SECOND,
+    Blocked,
+    BulkSender,
+    Delivery,
+    Failed,
+    LocalBudget,
+    SendBudget,
+    Sent,
+    Wait,
+)
 from bot.retention.plan import Action, Status, reminder_state
 from bot.retention.reminders import HISTORY
 from bot.storage.db import Clock, Database
 from bot.storage.retention import Claim, ReminderRow, RetentionStore
+from bot.storage.sending import SharedBudget
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +94,14 @@ class SweepReport:
 Send = Callable[[Outgoing], Awaitable[Delivery]]
 
 
+def send_budget(db: Database, rate: float = MESSAGES_PER_SECOND) -> SendBudget:
+    """Return the bot's budget of sends, ``rate`` a second: on PostgreSQL one for every replica, kept in the database
+    (a 429 at one holds them all); on SQLite, whose one process is every sender there is, kept in memory."""
+    if db.backend.name == "postgresql":
+        return SharedBudget(db, rate)
+    return LocalBudget(rate)
+
+
 def telegram_send(bot: Bot) -> Send:
     """Return a send through ``bot`` that reports Telegram's answer as a Delivery (never raises for one)."""
 
@@ -120,6 +141,7 @@ class ReminderSweep:
         clock: Clock | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         budget: SendBudget | None = None,
+        rate: float = MESSAGES_PER_SECOND,
         batch: int = BATCH,
     ):
         self.db = db
@@ -127,7 +149,9 @@ class ReminderSweep:
         self.library = library
         self.clock = clock or db.clock
         self.sleep = sleep
-        self.sender = BulkSender(send, budget or LocalBudget(), lambda: self.clock().timestamp(), sleep)
+        # The bot-wide pace: shared through PostgreSQL by every replica's sweep, or this process's own (send_budget).
+        self.budget = budget or send_budget(db, rate)
+        self.sender = BulkSender(send, self.budget, lambda: self.clock().timestamp(), sleep)
         self.batch = batch
 
     async def once(self) -> SweepReport:

@@ -14,6 +14,8 @@ import pytest
 from bot.app import CourseBot
 from bot.config import Config
 from bot.localapi.floodlimit import FloodLimit
+from bot.retention import plan
+from bot.storage.retention import RetentionStore
 from tests.botprocess import wait_until
 from tests.conftest import course_content
 from tests.journey import (
@@ -399,3 +401,40 @@ async def test_a_review_goes_through_every_kind_of_card_and_ends_saying_when_the
         # Every card: its first answer in the lesson, then this review (Good, right the first time).
         log = rows(config.db_path, "SELECT rating, count(*) FROM review_log WHERE user_id = 511 GROUP BY rating")
         assert dict(log)[3] >= len(kinds)
+
+
+async def test_the_first_update_of_a_new_step_notes_activity_and_plans_the_reminder_again_the_rest_write_none(
+    standin, config, clock
+):
+    learner = standin.learner(511)
+
+    def activity() -> list[tuple]:
+        return rows(config.db_path, "SELECT at FROM activity WHERE user_id = 511 ORDER BY at")
+
+    async with bot_on(config, clock) as bot:
+        await finish_first_lesson(learner)
+        settings = await send_and_wait(learner, "/settings")
+        await tap_and_wait_edit(learner, settings, "🔔 Turn reminders on")
+        await standin.settle()
+        noted = activity()
+        assert noted, "the lesson's updates noted the learner's activity"
+        [(planned,)] = rows(config.db_path, "SELECT remind_at FROM learners WHERE user_id = 511")
+        # Within the step: no activity row, and the reminder stays as planned.
+        clock.advance(minutes=2)
+        await send_and_wait(learner, "/progress")
+        await standin.settle()
+        assert activity() == noted
+        assert rows(config.db_path, "SELECT remind_at FROM learners WHERE user_id = 511") == [(planned,)]
+        # A day and a half later, at another hour: the update notes it, and the reminder is planned from the habit
+        # with it (as the sweep would plan it from the stored record now).
+        clock.advance(hours=30)
+        await send_and_wait(learner, "/progress")
+        await standin.settle()
+        assert activity() == [*noted, (int(clock.now.timestamp()),)]
+        row = await RetentionStore(bot.db).reminder_row(511, int(clock.now.timestamp()))
+        assert row is not None and row.ignored == 0
+        expected = plan.next_at(plan.reminder_state(row), clock.now)
+        assert expected is not None and expected > clock.now
+        assert rows(config.db_path, "SELECT remind_at FROM learners WHERE user_id = 511") == [
+            (int(expected.timestamp()),)
+        ]

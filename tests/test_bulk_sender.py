@@ -151,6 +151,20 @@ async def test_two_senders_sharing_one_budget_stay_under_the_bots_limit_together
     assert busiest_second(together) <= MESSAGES_PER_SECOND + 1
 
 
+async def test_a_429_at_one_sender_voids_the_slot_another_sharing_the_budget_took_before_it() -> None:
+    time = VirtualTime()
+    budget = LocalBudget()  # one budget for both, as replicas share the database's
+    first = FakeTelegram(time, lambda item, attempt: Wait(2.0) if item == 5 and attempt == 1 else Sent())
+    second = FakeTelegram(time)
+    a, b = await time.run(sender(time, first, budget).drain(range(20)), sender(time, second, budget).drain(range(20)))
+    assert a.sent == b.sent == 20 and a.retries == 1 and b.retries == 0
+    refused_at = a.sent_at[5]  # items go out in order: the sixth send is item 5's first
+    # The second sender had taken its next slot before the 429; it finds the hold and waits it out too.
+    arrived = sorted(t for t, _ in first.arrived + second.arrived)
+    assert [t for t in arrived if refused_at < t < refused_at + 2.0] == []
+    assert next(t for t in b.sent_at if t > refused_at) >= refused_at + 2.0
+
+
 async def test_a_broken_send_raises_and_leaves_nothing_running() -> None:
     time = VirtualTime()
     started: list[asyncio.Task[Delivery]] = []

@@ -16,7 +16,17 @@ from pathlib import Path
 import pytest
 
 from bot import dbcopy
-from bot.changes import AnswerRecorded, AttemptGraded, CardMet, Event, QuizStarted, ReaderAt, SlideShown, StreakDay
+from bot.changes import (
+    ActivityNoted,
+    AnswerRecorded,
+    AttemptGraded,
+    CardMet,
+    Event,
+    QuizStarted,
+    ReaderAt,
+    SlideShown,
+    StreakDay,
+)
 from bot.cli import main
 from bot.config import Config
 from bot.errors import StorageError
@@ -201,7 +211,7 @@ async def _course_in(path: Path) -> None:
         retention = RetentionStore(db)
         for user in (USER, OTHER):
             assert await stored(db, user, *(StreakDay(f"2026-01-0{day}") for day in range(1, 4)))
-            assert await retention.note_activity(user, 1000, 600) and await retention.note_activity(user, 2000, 600)
+            assert await stored(db, user, ActivityNoted(1000, 600)) and await stored(db, user, ActivityNoted(2000, 600))
             await retention.claim([(Claim(user, "2026-01-02", snoozed=False), None, "on")], 1000)
         card = {"card_id": 5, "learner": USER, "lesson": "grad", "kind": "question", "item": "q1", "state": 1}
         card |= {"step": 0, "stability": 1.0, "difficulty": 5.0, "due": 9000, "last_review": 1000}

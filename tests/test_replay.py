@@ -52,6 +52,7 @@ TABLES = (
     "quiz_answers",
     "exercise_attempts",
     "events",
+    "activity",  # noted in the update's one write, keyed by the update (bot.changes.ActivityNoted)
 )
 VOLATILE = {
     "id",

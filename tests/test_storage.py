@@ -18,6 +18,7 @@ import pytest
 import bot.storage.db as db_module
 import bot.storage.engine as engine_module
 from bot.changes import (
+    ActivityNoted,
     AnswerRecorded,
     CardMet,
     CardReviewed,
@@ -31,7 +32,8 @@ from bot.changes import (
     StreakDay,
 )
 from bot.errors import StorageError
-from bot.learner import LessonProgress, ReaderView, SentPoll
+from bot.learner import LessonProgress, ReaderView, Rhythm, SentPoll
+from bot.retention.review import ReviewCard
 from bot.storage.db import Database, backup
 from bot.storage.migrations import MIGRATIONS
 from bot.storage.migrations_pg import POSTGRES_MIGRATIONS
@@ -732,8 +734,10 @@ def test_every_placeholder_has_a_bound_value():
         if isinstance(sql, ast.Constant):
             text = sql.value
         elif isinstance(sql, ast.JoinedStr):
-            text = _literal_text(sql) + " ".join(
-                _constant_text(part.value) for part in sql.values if isinstance(part, ast.FormattedValue)
+            # The constants after the literal text, apart from it (a statement may end in a named placeholder).
+            text = " ".join(
+                [_literal_text(sql)]
+                + [_constant_text(part.value) for part in sql.values if isinstance(part, ast.FormattedValue)]
             )
         else:
             continue  # a variable: the helpers _one/_all and the migration script pass SQL through
@@ -806,8 +810,8 @@ async def test_reminders_are_claimed_once_per_day_and_the_batch_reads_every_lear
     assert not await store.set_status(USER, "off", None, only_from="paused")
     assert await store.set_status(USER, "on", 6000, only_from="on")
     assert await store.due_reminders(6000, 10) == [USER]
-    assert await store.note_activity(USER, 1000, 600)
-    assert not await store.note_activity(USER, 1500, 600)  # within the step: one row
+    assert await stored(db, USER, ActivityNoted(1000, 600), update_id=1)
+    assert await stored(db, USER, ActivityNoted(1500, 600), update_id=2)  # within the step: one row
     await stored(db, USER, CardMet(_card(100, 500), _entry(100)), update_id=1)
     await stored(db, USER, CardMet(_card(100, 9000, card_id=78), _entry(100, card_id=78)), update_id=2)
     first = Claim(USER, "2026-01-02", snoozed=False)
@@ -827,3 +831,46 @@ async def test_reminders_are_claimed_once_per_day_and_the_batch_reads_every_lear
     assert await stored(db, USER, CompletionCardClaimed(11))
     assert await store.offer_and_card(USER) == ("on", True)  # offered only while unasked
     assert await peek(db, f"SELECT completion_card_at FROM learners WHERE user_id = {USER}") == [(10,)]
+
+
+async def test_activity_is_noted_in_the_updates_write_once_a_step_and_a_replay_notes_nothing_again(db):
+    await db.learner(USER, CHAT, "en")
+    await db._write_one("UPDATE learners SET reminders_ignored = 3 WHERE user_id = ?", (USER,))
+
+    async def note(at: int, update_id: int, offset: int | None = None) -> bool:
+        written = await db.write_outcome(USER, [ActivityNoted(at, 600, offset)], language="en", update_id=update_id)
+        assert written.stored
+        return written.activity_added
+
+    assert await note(1000, 1, offset=60)  # added: the reminders sent before it answered, the offset set
+    assert await peek(db, f"SELECT reminders_ignored, utc_offset FROM learners WHERE user_id = {USER}") == [(0, 60)]
+    assert not await note(1500, 2, offset=120)  # within the step: no row, nothing else changes
+    assert not await note(5000, 1)  # update 1 replayed much later: keyed, it notes nothing again
+    assert await note(5000, 3, offset=120)  # a new update past the step: a row; the first offset stands
+    assert await peek(db, f"SELECT at, update_id FROM activity WHERE user_id = {USER} ORDER BY at") == [
+        (1000, 1),
+        (5000, 3),
+    ]
+    assert await peek(db, f"SELECT utc_offset FROM learners WHERE user_id = {USER}") == [(60,)]
+    # Read with the learner's row: their rhythm, the activity from the window's start on.
+    found = await db.learner_at(USER, 2000)
+    assert found is not None
+    assert found[2] == Rhythm(reminders="unasked", utc_offset_minutes=60, completion_card_sent=False, activity=(5000,))
+    assert (await db.learner_at(USER, 0))[2].activity == (1000, 5000)  # type: ignore[index]
+    # A write that fails its precondition notes no activity either.
+    lost = CardReviewed({**_card(100, 500), "card_id": 4242}, 1, _entry(100, card_id=4242))
+    written = await db.write_outcome(USER, [lost, ActivityNoted(9000, 600)], language="en", update_id=4)
+    assert not written.stored and not written.activity_added
+    assert await peek(db, f"SELECT count(*) FROM activity WHERE user_id = {USER}") == [(2,)]
+
+
+async def test_a_lessons_state_holds_the_review_cards_of_its_drills(db):
+    await db.learner(USER, CHAT, "en")
+    drill = {**_card(100, 500), "card_id": 501, "lesson": "grad", "kind": "drill", "item": "d1"}
+    question = {**_card(100, 500), "card_id": 502, "lesson": "grad", "kind": "question", "item": "q1"}
+    other = {**_card(100, 500), "card_id": 503, "lesson": "other", "kind": "drill", "item": "d1"}
+    for card in (drill, question, other):
+        assert await stored(db, USER, CardMet(card, _entry(100, card_id=card["card_id"])))
+    cards = (await db.lesson_state(USER, "grad")).drill_cards
+    assert set(cards) == {501}
+    assert ReviewCard.from_columns(cards[501]) == ReviewCard.from_columns(drill)

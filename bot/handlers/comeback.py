@@ -15,6 +15,7 @@ import datetime as dt
 import logging
 from collections.abc import Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from telegram import Message, Update
@@ -23,6 +24,7 @@ from telegram.error import TelegramError
 
 from bot import logs, render, retention_render
 from bot.changes import (
+    ActivityNoted,
     CardMet,
     CardReviewed,
     Change,
@@ -74,19 +76,49 @@ async def _send(context: CourseContext, screen: Screen) -> Message:
 # Activity and the streak
 
 
-async def note_activity(context: CourseContext) -> None:
-    """Note that the learner did something now; plan their next reminder again when that changes their habit."""
-    store, now, user_id = _store(context), _now(context), context.learner.user_id
-    if not await store.note_activity(user_id, int(now.timestamp()), int(plan.ACTIVITY_STEP.total_seconds())):
+def activity(context: CourseContext) -> list[ActivityNoted]:
+    """Return the learner's activity to note in the update's write: none when the update noted it already, or when
+    activity is noted within the step before now (the update's snapshot says so: no read, and no write)."""
+    notes = _notes.get()
+    if notes is not None and notes.activity_noted:
+        return []
+    now, rhythm = _now(context), context.snapshot.rhythm
+    at, step = int(now.timestamp()), int(plan.ACTIVITY_STEP.total_seconds())
+    if any(moment > at - step for moment in rhythm.activity):
+        return []
+    offset = None
+    if rhythm.utc_offset_minutes is None:
+        offset = _utc_offset(context.services.time_zone(context.learner.user_id), now)
+    return [ActivityNoted(at, step, offset)]
+
+
+async def activity_stored(context: CourseContext, noted: Sequence[ActivityNoted], added: bool) -> None:
+    """Note that the update's write held its activity; when it added a row (the learner's habit changed), plan
+    their next reminder again: a read and a write once a step (ACTIVITY_STEP), none on the taps in between."""
+    if not noted:
         return
+    notes = _notes.get()
+    if notes is not None:
+        notes.activity_noted = True
+    if not added:
+        return
+    context.snapshot.noted_activity(noted[-1].at, noted[-1].utc_offset)
+    store, now, user_id = _store(context), _now(context), context.learner.user_id
     row = await store.reminder_row(user_id, int(now.timestamp()))
-    if row is not None and row.utc_offset_minutes is None:
-        offset = _utc_offset(context.services.time_zone(user_id), now)
-        if offset is not None:
-            await store.set_utc_offset(user_id, offset)
-            row = await store.reminder_row(user_id, int(now.timestamp()))
     if row is not None and row.status == Status.ON:
         await store.plan(user_id, _epoch(plan.next_at(reminder_state(row), now)))
+
+
+async def note_activity(context: CourseContext) -> None:
+    """Note that the learner did something now, if no write of the update did (common.for_learner calls it last):
+    a write of its own only when activity is due (once a step)."""
+    noted = activity(context)
+    if not noted:
+        return
+    written = await context.services.db.write_outcome(
+        context.learner.user_id, noted, language=current_language(), update_id=logs.UPDATE_ID.get()
+    )
+    await activity_stored(context, noted, written.activity_added)
 
 
 def _utc_offset(zone: str | None, now: dt.datetime) -> int | None:
@@ -102,9 +134,12 @@ def _utc_offset(zone: str | None, now: dt.datetime) -> int | None:
 
 
 async def local_day(context: CourseContext, now: dt.datetime) -> dt.date:
-    """Return the learner's local day at ``now`` (from their time zone, or from their night)."""
-    row = await _store(context).reminder_row(context.learner.user_id, int(now.timestamp()))
-    return now.date() if row is None else reminders.local_day(now, reminder_state(row).habit(now))
+    """Return the learner's local day at ``now`` (from their time zone, or from their night): from the update's
+    snapshot, which holds their time zone and recent activity (no read)."""
+    rhythm = context.snapshot.rhythm
+    offset = None if rhythm.utc_offset_minutes is None else dt.timedelta(minutes=rhythm.utc_offset_minutes)
+    moments = (dt.datetime.fromtimestamp(at, dt.UTC) for at in rhythm.activity)
+    return reminders.local_day(now, reminders.habit(moments, now, offset))
 
 
 async def current_streak(context: CourseContext) -> Streak:
@@ -143,7 +178,9 @@ async def changes_for(context: CourseContext, changes: Sequence[Change], events:
         kind = ItemKind.QUESTION if event.kind is EventKind.ANSWER else ItemKind.DRILL
         key = CardKey(event.lesson_id, kind, event.item_id)
         right = event.verdict == "right"
-        row = await _store(context).card(user_id, review.card_id(user_id, key)) if kind is ItemKind.DRILL else None
+        card_id = review.card_id(user_id, key)
+        # A drill's card comes with the lesson's drills, which the drill's flow read already.
+        row = await context.snapshot.drill_card(event.lesson_id, card_id) if kind is ItemKind.DRILL else None
         if row is not None:
             card = ReviewCard.from_columns(row)
             if card.due_at <= now:
@@ -174,21 +211,29 @@ async def _after_lessons(context: CourseContext, completed: set[str], now: dt.da
     return marks
 
 
-# What the update stored that something follows (the offer, the card, the review's next card), done once the
-# update's own screens are out: a list per update, shared with the tasks the update starts.
-_stored: ContextVar[list[Change] | None] = ContextVar("comeback_stored", default=None)
+@dataclass
+class _Notes:
+    """What one update stored that something follows (the offer, the card, the review's next card), done once the
+    update's own screens are out; and whether one of its writes noted the learner's activity. One per update,
+    shared with the tasks the update starts (they copy the context it is in)."""
+
+    stored: list[Change] = field(default_factory=list)
+    activity_noted: bool = False
+
+
+_notes: ContextVar[_Notes | None] = ContextVar("comeback_notes", default=None)
 
 
 def begin_update() -> None:
     """Start noting what this update stores (common.for_learner calls it before the handler)."""
-    _stored.set([])
+    _notes.set(_Notes())
 
 
 def stored(changes: Sequence[Change]) -> None:
     """Note changes just stored: ``follow_up`` acts on them once the update's screens are shown."""
-    noted = _stored.get()
-    if noted is not None:
-        noted.extend(
+    notes = _notes.get()
+    if notes is not None:
+        notes.stored.extend(
             change for change in changes if isinstance(change, RemindersOffered | CompletionCardClaimed | CardReviewed)
         )
 
@@ -198,10 +243,10 @@ async def follow_up(context: CourseContext) -> None:
 
     Each follows a mark its update stored (a replay whose update was stored before stores nothing, and sends none).
     """
-    noted = _stored.get()
-    if not noted:
+    notes = _notes.get()
+    if notes is None or not notes.stored:
         return
-    changes, noted[:] = list(noted), []
+    changes, notes.stored[:] = list(notes.stored), []
     if any(isinstance(change, RemindersOffered) for change in changes):
         await _send(context, retention_render.reminder_offer())
     if any(isinstance(change, CompletionCardClaimed) for change in changes):
@@ -320,9 +365,13 @@ async def reviewed(context: CourseContext, card: ReviewCard, right: bool) -> boo
     rescheduled, entry = review.review(card, right, now)
     changes: list[Change] = [CardReviewed(rescheduled.columns(), card.last_review, entry.columns())]
     changes.append(StreakDay((await local_day(context, now)).isoformat()))
-    return await context.services.db.store(
-        context.learner.user_id, changes, (), language=current_language(), update_id=logs.UPDATE_ID.get()
+    noted = activity(context)
+    written = await context.services.db.write_outcome(
+        context.learner.user_id, [*changes, *noted], (), language=current_language(), update_id=logs.UPDATE_ID.get()
     )
+    if written.stored:
+        await activity_stored(context, noted, written.activity_added)
+    return written.stored
 
 
 async def answer_review_poll(update: Update, context: CourseContext) -> bool:

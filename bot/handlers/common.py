@@ -44,14 +44,15 @@ def for_learner(handler: Handler) -> Handler:
             return
         chat = update.effective_chat
         stored = stored_learner()
-        found, place = stored if stored is not None else (None, None)
+        found, place, rhythm = stored if stored is not None else (None, None, None)
         db = context.services.db
         learner = await db.noted(found, user.id, chat.id if chat else user.id, user.language_code)
-        context.snapshot = Snapshot(db, learner, place)
+        context.snapshot = Snapshot(db, learner, place, rhythm)
         comeback.begin_update()
         await handler(update, context)
         await comeback.follow_up(context)  # the reminders' offer, the completion card, the review's next card
-        await comeback.note_activity(context)  # the learner's habit: when they study (the reminder's hour)
+        # The learner's habit (the reminder's hour), when no write of the update noted it: a write once a step.
+        await comeback.note_activity(context)
 
     return wrapper
 
@@ -258,16 +259,19 @@ async def store(context: CourseContext, changes: Sequence[Change], events: Seque
     """Store what the update changes and the events it records in one transaction, keyed by the update, in the
     course language the learner is shown; False if a drill attempt changed meanwhile (nothing stored).
 
-    What they mean for review and the streak (bot.handlers.comeback) is stored with them, in the same transaction.
+    What they mean for review and the streak (bot.handlers.comeback) is stored with them, in the same transaction,
+    and so is the learner's activity, by the update's first write that can (comeback.activity).
     """
     changes = [*changes, *await comeback.changes_for(context, changes, events)]
-    stored = await context.services.db.store(
+    noted = comeback.activity(context)
+    written = await context.services.db.write_outcome(
         context.learner.user_id,
-        changes,
+        [*changes, *noted],
         events,
         language=current_language(),
         update_id=logs.UPDATE_ID.get(),
     )
-    if stored:
+    if written.stored:
         comeback.stored(changes)  # what follows them comes after the update's screens (common.for_learner)
-    return stored
+        await comeback.activity_stored(context, noted, written.activity_added)
+    return written.stored

@@ -119,8 +119,10 @@ async def _check(
             update, context, flow.unavailable(context.course, lesson, drill, state, user_id, before), feature="check"
         )
         return
-    # Seconds have passed: the lesson is read again, as it is now.
-    state = await (await Snapshot.read(context.services.db, context.learner)).lesson(lesson.id)
+    # Seconds have passed: the learner is read again, as they are now (the update's snapshot with them, so what the
+    # verdict means for the drill's review card is decided over the card as it is now, too).
+    context.snapshot = await Snapshot.read(context.services.db, context.learner)
+    state = await context.snapshot.lesson(lesson.id)
     verdict = run_verdict(drill, result)
     outcome = flow.answered(context.course, lesson, drill, state, user_id, before, answered(before, verdict), verdict)
     if await store(context, outcome.changes, outcome.events):

@@ -7,10 +7,12 @@ whole budget for its ``retry_after`` and the message is sent again; a 403 (``Blo
 the bot) is reported so the caller turns their reminders off, and never retried.
 
 The budget is a seam. ``LocalBudget`` serves one process. Several bot processes (issue 17) share one budget
-through the database instead: a single row holding the next free slot, taken with one atomic
-``UPDATE ... SET next_free = max(next_free, :now) + :interval RETURNING ...`` that computes what ``take_slot``
-computes here, and a hold that raises ``next_free`` to the end of a 429's wait. The sender only sees the
-Protocol, and takes its clock and sleep from the caller, so tests run it on virtual time.
+through the database instead (bot.storage.sending.SharedBudget): a single row holding the next free slot, taken
+with one atomic ``UPDATE ... SET next_free = max(next_free, :now) + :interval RETURNING ...`` that computes what
+``take_slot`` computes here, and a hold that raises ``next_free`` to the end of a 429's wait. A message that took
+its slot before a hold (at another process, say) finds the hold ending after its slot when it wakes, and takes a
+new one. The sender only sees the Protocol, and takes its clock and sleep from the caller, so tests run it on
+virtual time.
 """
 
 from __future__ import annotations
@@ -75,6 +77,11 @@ class SendBudget(Protocol):
         """Give out no slot before ``until`` (Telegram asked to retry after it)."""
         ...
 
+    async def held_until(self) -> float:
+        """Return when the latest hold ends (minus infinity if there was none): a slot taken before a hold that
+        ends after it is void."""
+        ...
+
 
 class LocalBudget:
     """A budget for one process: slots ``1 / rate`` apart, kept in memory."""
@@ -82,6 +89,7 @@ class LocalBudget:
     def __init__(self, rate: float = MESSAGES_PER_SECOND):
         self.interval = 1.0 / rate
         self._next_free = float("-inf")
+        self._held_until = float("-inf")
 
     async def reserve(self, now: float) -> float:
         """Take the next free slot at or after ``now``; return when it starts."""
@@ -91,6 +99,10 @@ class LocalBudget:
     async def hold(self, until: float) -> None:
         """Give out no slot before ``until``."""
         self._next_free = max(self._next_free, until)
+        self._held_until = max(self._held_until, until)
+
+    async def held_until(self) -> float:
+        return self._held_until
 
 
 @dataclass
@@ -143,9 +155,8 @@ class BulkSender(Generic[T]):
                         report.blocked.append(item)
                     case Failed(reason):
                         report.failed.append((item, reason))
-                    case Wait(seconds):
-                        await self._budget.hold(self._clock() + seconds)
-                        held = True
+                    case Wait():
+                        held = True  # the budget is held already (_attempt)
                         if attempt < self._max_attempts:
                             report.retries += 1
                             queue.appendleft((item, attempt + 1))
@@ -165,13 +176,22 @@ class BulkSender(Generic[T]):
                 if slot > self._clock():
                     await self._sleep(slot - self._clock())
                 await settle([task for task in in_flight if task.done()])
-                if held:
-                    # A 429 came in while this message waited for its slot: its slot is void, take a new one.
+                if held or await self._budget.held_until() > slot:
+                    # A 429 came in while this message waited for its slot (here, or at another process sharing
+                    # the budget): its slot is void, take a new one.
                     queue.appendleft((item, attempt))
                     continue
                 report.sent_at.append(self._clock())
-                in_flight[asyncio.ensure_future(self._send(item))] = (item, attempt)
+                in_flight[asyncio.ensure_future(self._attempt(item))] = (item, attempt)
         finally:
             for task in in_flight:
                 task.cancel()
         return report
+
+    async def _attempt(self, item: T) -> Delivery:
+        """Send ``item``; on a 429, hold the budget at once, not when the drain next looks: a process sharing it may
+        be about to wake for a slot it took before, which the hold now voids."""
+        outcome = await self._send(item)
+        if isinstance(outcome, Wait):
+            await self._budget.hold(self._clock() + outcome.seconds)
+        return outcome

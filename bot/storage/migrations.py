@@ -315,4 +315,10 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE inbox ADD COLUMN owner TEXT;
     ALTER TABLE inbox ADD COLUMN lease_until TEXT;
     """,
+    # 12: activity noted in the update's own write (bot.changes.ActivityNoted), keyed by the update that noted it:
+    # a replay of that update, however late, notes nothing again. NULL: noted before, or by no inbox update.
+    """
+    ALTER TABLE activity ADD COLUMN update_id INTEGER;
+    CREATE UNIQUE INDEX activity_once ON activity (user_id, update_id) WHERE update_id IS NOT NULL;
+    """,
 )

@@ -253,4 +253,9 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE inbox ADD COLUMN owner TEXT;
     ALTER TABLE inbox ADD COLUMN lease_until TEXT;
     """,
+    # 12: activity keyed by the update that noted it, so a replay notes nothing again.
+    """
+    ALTER TABLE activity ADD COLUMN update_id BIGINT;
+    CREATE UNIQUE INDEX activity_once ON activity (user_id, update_id) WHERE update_id IS NOT NULL;
+    """,
 )

@@ -9,8 +9,10 @@ finds its turn passed and changes nothing.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from bot.changes import (
+    ActivityNoted,
     AnswerRecorded,
     AttemptGraded,
     CardMet,
@@ -43,6 +45,21 @@ class Precondition(Exception):
     stored (internal to ``store``)."""
 
 
+# Activity noted unless a row lies within the step before it, or this update noted it before (activity_once).
+NOTE_ACTIVITY = (
+    "INSERT INTO activity (user_id, at, update_id) SELECT :user, :at, CAST(:update AS BIGINT) WHERE NOT EXISTS"
+    " (SELECT 1 FROM activity WHERE user_id = :user AND at > :since) ON CONFLICT DO NOTHING"
+)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What writing an outcome did."""
+
+    stored: bool  # False: a drill attempt it saves changed meanwhile, or an answer was recorded before; nothing written
+    activity_added: bool = False  # its ActivityNoted added a row: the learner's habit changed
+
+
 class OutcomeQueries(Engine):
     """The one write of an update."""
 
@@ -56,21 +73,38 @@ class OutcomeQueries(Engine):
         update_id: int | None,
     ) -> bool:
         """Write ``changes`` and ``events`` of one update in one transaction; False (nothing written) if a drill
-        attempt it saves changed meanwhile, or an answer it records was recorded before.
+        attempt it saves changed meanwhile, or an answer it records was recorded before (see ``write_outcome``)."""
+        written = await self.write_outcome(user_id, changes, events, language=language, update_id=update_id)
+        return written.stored
+
+    async def write_outcome(
+        self,
+        user_id: int,
+        changes: Sequence[Change],
+        events: Sequence[Event] = (),
+        *,
+        language: str,
+        update_id: int | None,
+    ) -> Stored:
+        """Write ``changes`` and ``events`` of one update in one transaction; see Stored.
 
         ``update_id`` keys the events and attempts, so a replay of the update records none of them again (None: an
         update that did not come through the inbox, never replayed). ``language`` is the course language shown.
         """
         if not changes and not (events and self.events_days != 0):
-            return True
+            return Stored(True)
         now = self._now()
         record_events = self.events_days != 0
+        added: list[bool] = []
 
         def write(conn: SyncConnection) -> None:
+            added.clear()  # a transaction run again (a busy database) starts afresh
             completed: list[str] = []
             for change in changes:
                 if isinstance(change, LessonCompleted):
                     completed.append(change.lesson_id)  # after the events: DONE comes after what finished it
+                elif isinstance(change, ActivityNoted):
+                    added.append(_note_activity(conn, user_id, change, update_id))
                 else:
                     _change(conn, user_id, change, now, update_id)
             done = []
@@ -89,8 +123,22 @@ class OutcomeQueries(Engine):
         try:
             await self._transaction(write)
         except Precondition:
-            return False
-        return True
+            return Stored(False)
+        return Stored(True, activity_added=any(added))
+
+
+def _note_activity(conn: SyncConnection, user_id: int, change: ActivityNoted, update_id: int | None) -> bool:
+    """Note the learner's activity; True if a row was added (see ActivityNoted)."""
+    params = {"user": user_id, "at": change.at, "update": update_id, "since": change.at - change.step}
+    if conn.execute(NOTE_ACTIVITY, params).rowcount != 1:
+        return False
+    # Any activity answers the reminders sent before it: they no longer count as ignored.
+    conn.execute("UPDATE learners SET reminders_ignored = 0 WHERE user_id = ? AND reminders_ignored != 0", (user_id,))
+    if change.utc_offset is not None:
+        conn.execute(
+            "UPDATE learners SET utc_offset = ? WHERE user_id = ? AND utc_offset IS NULL", (change.utc_offset, user_id)
+        )
+    return True
 
 
 def _change(conn: SyncConnection, user_id: int, change: Change, now: str, update_id: int | None) -> None:
@@ -208,8 +256,8 @@ def _change(conn: SyncConnection, user_id: int, change: Change, now: str, update
                 "UPDATE learners SET completion_card_at = ? WHERE user_id = ? AND completion_card_at IS NULL",
                 (change.at, user_id),
             )
-        case LessonCompleted():
-            raise ValueError("a completed lesson is written after the events (store)")
+        case LessonCompleted() | ActivityNoted():
+            raise ValueError(f"{change!r} is written by store itself")
 
 
 def _event_params(user_id: int, event: Event, now: str, language: str, update_id: int | None) -> dict[str, object]:

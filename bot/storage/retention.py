@@ -2,7 +2,8 @@
 activity for the learner's habit, and the streak's days.
 
 Plain rows in and out (bot.retention turns them into cards and plans; storage sits below it). Times are
-whole seconds since the Unix epoch, UTC; every value is bound; each method is one transaction.
+whole seconds since the Unix epoch, UTC; every value is bound; each method is one transaction. Activity is noted in
+the update's own write (bot.changes.ActivityNoted, bot.storage.outcomes).
 """
 
 from __future__ import annotations
@@ -141,24 +142,6 @@ class RetentionStore:
 
     # Activity and the streak
 
-    async def note_activity(self, user_id: int, now: int, step_seconds: int) -> bool:
-        """Note that the learner did something at ``now`` (at most one row per step); True if a row was added.
-
-        Any activity answers the reminders sent before it: they no longer count as ignored.
-        """
-        async with self._db._write() as conn:
-            added = await conn.execute(
-                "INSERT INTO activity (user_id, at) SELECT ?, ? WHERE NOT EXISTS"
-                " (SELECT 1 FROM activity WHERE user_id = ? AND at > ?) ON CONFLICT DO NOTHING",
-                (user_id, now, user_id, now - step_seconds),
-            )
-            if added != 1:
-                return False
-            await conn.execute(
-                "UPDATE learners SET reminders_ignored = 0 WHERE user_id = ? AND reminders_ignored != 0", (user_id,)
-            )
-            return True
-
     async def streak_days(self, user_id: int, since: str) -> list[str]:
         """Return the learner's streak days from ``since`` on (ISO dates)."""
         rows = await self._db._all(
@@ -245,12 +228,6 @@ class RetentionStore:
     async def set_shift(self, user_id: int, minutes: int) -> None:
         """Store how far the learner moved their reminder (minutes, + later)."""
         await self._db._write_one("UPDATE learners SET reminder_shift = ? WHERE user_id = ?", (minutes, user_id))
-
-    async def set_utc_offset(self, user_id: int, minutes: int) -> None:
-        """Store the learner's UTC offset as their browser told it (the first report stands)."""
-        await self._db._write_one(
-            "UPDATE learners SET utc_offset = ? WHERE user_id = ? AND utc_offset IS NULL", (minutes, user_id)
-        )
 
     async def claim(self, claims: Sequence[tuple[Claim, int | None, str]], now: int) -> list[Claim]:
         """Claim reminders under their unique (learner, day) keys and plan each learner's next; return the claimed.
