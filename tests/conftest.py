@@ -214,13 +214,13 @@ async def peek(db: Database, sql: str) -> list[tuple[object, ...]]:
 # --no-loadscope-reorder). The files below took longest in a whole run (--durations=0: docker, compose, bench
 # subprocesses, kills and replays, a browser), slowest first, so they are collected first: the run does not end
 # with one process still inside a long file while the other has nothing left. The scale-out fault test and the
-# swarm test (3-5 minutes each) lead. A name may be added or left out; the order only decides when a file
-# starts, never what it checks.
+# swarm test (3-5 minutes each) are among the first. A name may be added or left out; the order only decides
+# when a file starts, never what it checks.
 SLOWEST_FILES = (
     "test_scaleout.py",
-    "test_swarm.py",
+    "test_runner_docker_backend.py",  # mostly waiting on containers: a light neighbour for the scale-out test
     "test_bench_smoke.py",
-    "test_runner_docker_backend.py",
+    "test_swarm.py",
     "test_compose.py",
     "test_replay.py",
     "test_bot_practice.py",
