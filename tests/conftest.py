@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import shutil
 import sqlite3
+import tempfile
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -238,6 +240,33 @@ SLOWEST_FILES = (
     "test_compose_scale.py",
     "test_runner_hosts.py",
 )
+
+
+# Files that reconfigure the one Docker engine they share run one at a time, even in two processes: swarm mode changes
+# the engine's networking (docker_gwbridge, an overlay) while a compose stack or a container test would be starting
+# on it, and two of them on a loaded machine were seen to time out each other. A file lock, not an xdist group:
+# pytest-xdist 3.8's loadgroup cannot tag tests under pytest 9 (it sets a node id attribute pytest no longer reads).
+ONE_ENGINE = frozenset(
+    {
+        "test_swarm.py",
+        "test_compose.py",
+        "test_compose_scale.py",
+        "test_readme_docker.py",
+        "test_image.py",
+        "test_bot_docker_backend.py",
+    }
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def engine_to_itself(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Hold the engine's lock for a whole ONE_ENGINE file (its module fixtures included); other files pass."""
+    if request.path.name not in ONE_ENGINE:
+        yield
+        return
+    with open(Path(tempfile.gettempdir()) / "coursebot-tests-engine.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if this process dies
+        yield
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
