@@ -53,6 +53,8 @@ FORGET_EVERY = dt.timedelta(hours=1)
 # On a shared database a replay takes only updates nobody holds or whose lease ran out: a replica starting never
 # handles again what a live one is handling, and a live one takes over, within a lease, what a dead one left.
 LEASE = 30.0
+# A batch of updates that could not be marked handled is tried again this often, every so many seconds.
+MARK_TRIES, MARK_RETRY_S = 30, 1.0
 # Waits after a failed getUpdates: the first, then each one half as long again, up to the last (seconds).
 RETRY_FIRST, RETRY_MAX = 1.0, 30.0
 
@@ -254,13 +256,24 @@ class Inbox:
             await self._writer
 
     async def _write_handled(self) -> None:
+        tries = 0
         while self._handled:
             batch, self._handled = self._handled, []
             try:
                 await self._db.updates_handled(batch, self._clock())
+                tries = 0
             except (sqlite3.Error, StorageError):
-                # Left pending, they are handled again at the next start: at least once rather than lost.
-                log.exception("could not mark %d updates handled", len(batch))
+                tries += 1
+                if tries >= MARK_TRIES:
+                    # Left pending, they are handled again at the next start: at least once rather than lost.
+                    log.exception("could not mark %d updates handled", len(batch))
+                    tries = 0
+                    continue
+                # Tried again (the database restarting, say): on a shared database this process keeps renewing its
+                # claim on them, so no other replica would ever take them over, and they would stay pending.
+                log.warning("could not mark %d updates handled; trying again", len(batch))
+                self._handled[:0] = batch
+                await asyncio.sleep(MARK_RETRY_S)
 
     async def _forget(self, now: dt.datetime) -> None:
         self._forgotten_at = now

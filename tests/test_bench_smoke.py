@@ -295,3 +295,22 @@ def test_the_runner_hosts_benchmark_times_each_path_and_reports_the_ratios():
         assert positive(result[key]), key
     # Through both hosts, both took jobs (leastconn): the second host is in the measurement.
     assert all(n > 0 for n in result["haproxy_2_hosts_connections_per_host"].values()), result
+
+
+@pytest.mark.skipif(haproxy_binary() is None, reason="haproxy is not installed (.ci/run installs it)")
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="the code runs in the runner's sandbox: no bubblewrap")
+def test_the_scaleout_benchmark_runs_learners_through_every_fault_and_the_1_to_3_replicas_ratio():
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "scaleout.py"), "--learners", "4", "--duration", "8",
+         "--kill-every", "3", "4", "--throughput-learners", "2", "--throughput-seconds", "1"],
+        cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    # It exits 1 when a correctness target is missed: the figures are still printed, and read here.
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["learners"] == 4 and result["kills"] >= 2
+    assert (result["freezes"], result["runner_kills"], result["pg_restarts"]) == (1, 1, 1), result["details"]
+    assert positive(result["throughput_updates_per_s"]["1_replica"]), result
+    assert positive(result["throughput_updates_per_s"]["3_replicas"]) and positive(result["replicas_3_over_1"])
+    assert all(isinstance(met, bool) for met in result["targets"].values())
+    assert set(result["requests_per_replica"]) == {"bot1", "bot2", "bot3"}

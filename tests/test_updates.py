@@ -18,13 +18,14 @@ from typing import Any
 import pytest
 from telegram import Bot, Update
 
+from bot import updates
 from bot.app import LONG_POLL_SECONDS
-from bot.library.load import load_valid
+from bot.errors import StorageError
 from bot.storage.db import Database
 from bot.storage.migrations import MIGRATIONS
 from bot.updates import LEASE, MAX_CRASHES, REMEMBER_HANDLED, Inbox, Polling
 from tests.botprocess import BotProcess, RunnerProcess, bot_env, wait_until
-from tests.conftest import LESSONS, LOCALES, running
+from tests.conftest import course_content, running
 from tests.journey import (
     answer_quiz,
     correct_option,
@@ -39,7 +40,7 @@ from tests.journey import (
     tap_data_and_wait_edit,
 )
 
-COURSE = load_valid(LESSONS, LOCALES).english
+COURSE = course_content().english
 T0 = dt.datetime(2030, 5, 1, 12, 0, tzinfo=dt.UTC)
 
 
@@ -303,6 +304,27 @@ async def test_an_update_is_handled_when_its_last_piece_of_work_ends(db):
     assert state((await inbox_in(db))[10]) == ("handled", None)
 
 
+async def test_marks_that_fail_while_the_database_is_away_are_written_once_it_is_back(db, monkeypatch):
+    # On a shared database this process keeps renewing its claim on the update, so no other replica would ever take
+    # it over: dropped, the mark would leave it pending for as long as this process lives (PostgreSQL restarting).
+    monkeypatch.setattr(updates, "MARK_RETRY_S", 0.01)
+    real = db.updates_handled
+    failures = [StorageError("the database postgresql://... failed: server closed the connection")] * 2
+
+    async def flaky(update_ids, now):
+        if failures:
+            raise failures.pop()
+        await real(update_ids, now)
+
+    monkeypatch.setattr(db, "updates_handled", flaky)
+    inbox = Inbox(db, clock=lambda: T0)
+    (update,) = await inbox.accept([_update(12)])
+    inbox.begin(update)
+    inbox.end(update, completed=True)
+    await inbox.flush()
+    assert failures == [] and state((await inbox_in(db))[12]) == ("handled", None)
+
+
 async def test_cancelled_work_leaves_its_update_to_the_next_start(db):
     inbox = Inbox(db, clock=lambda: T0)
     (update,) = await inbox.accept([_update(11)])
@@ -437,6 +459,22 @@ async def test_a_live_process_renews_its_claims_so_nobody_takes_them(db):
     assert await b.keep_once(Bot("1:x"), queue) == 0
     b_clock.seconds = LEASE * 5 / 3 + 1
     assert await b.keep_once(Bot("1:x"), queue) == 1
+
+
+async def test_renewing_claims_skips_a_row_another_transaction_holds_instead_of_waiting_for_it(pg_url):
+    # Waiting, the renewal locked its rows in another order than a mark or a takeover under way, and the two
+    # deadlocked: PostgreSQL failed one of them, and a live owner's claims could lapse.
+    db, other = await Database.open(pg_url), await Database.open(pg_url)
+    try:
+        inbox = Inbox(db, clock=Clock(0))
+        await inbox.accept([_update(i) for i in (61, 62, 63)])
+        async with other.backend.transaction() as holding:
+            await holding.execute("UPDATE inbox SET handled_at = 'x' WHERE update_id = ?", (62,))
+            renewed = await asyncio.wait_for(db.renew_claims(inbox.owner, T0 + dt.timedelta(hours=1)), 10)
+        assert renewed == 2
+    finally:
+        await db.close()
+        await other.close()
 
 
 async def test_two_processes_taking_over_at_once_take_each_update_once(pg_url):

@@ -90,9 +90,17 @@ class InboxQueries(Engine):
         return pending, abandoned
 
     async def renew_claims(self, owner: str, lease_until: dt.datetime) -> int:
-        """Extend the lease on every pending update ``owner`` holds to ``lease_until``; return how many."""
+        """Extend the lease on every pending update ``owner`` holds to ``lease_until``; return how many.
+
+        On PostgreSQL a row another transaction holds is skipped, not waited for: it is being marked handled (this
+        process's own other transaction) or taken over, and locking the rest in another order than that transaction
+        deadlocked the two (one then failed, and the claims it was renewing could lapse under a live owner).
+        """
+        skip_locked = " FOR UPDATE SKIP LOCKED" if self.backend.name == "postgresql" else ""
         return await self._write_one(
-            "UPDATE inbox SET lease_until = ? WHERE owner = ? AND state = 'pending'", (timestamp(lease_until), owner)
+            "UPDATE inbox SET lease_until = ? WHERE update_id IN"
+            f" (SELECT update_id FROM inbox WHERE owner = ? AND state = 'pending'{skip_locked})",
+            (timestamp(lease_until), owner),
         )
 
     async def give_up_update(self, update_id: int, now: dt.datetime) -> None:
@@ -112,7 +120,7 @@ class InboxQueries(Engine):
             await conn.executemany(
                 "UPDATE inbox SET state = 'handled', payload = NULL, handled_at = ? WHERE update_id = ?"
                 " AND state = 'pending'",
-                [(timestamp(now), update_id) for update_id in update_ids],
+                [(timestamp(now), update_id) for update_id in sorted(update_ids)],  # rows locked in one order
             )
 
     async def forget_updates(self, received_before: dt.datetime) -> int:

@@ -1,0 +1,88 @@
+"""200 learners through HAProxy, 3 webhook replicas on one PostgreSQL and 2 runner hosts, while a replica is killed
+twice, another frozen longer than the Bot API's wait, a runner host killed and PostgreSQL restarted: nothing is lost,
+nothing applied twice, each learner's updates handled in order (tests/scaleout.py says how each is checked).
+
+One run for the module; each test asserts one of its figures. Latencies are reported (printed), not asserted: the
+speed targets are bench/scaleout.py's."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+
+import pytest
+
+from tests.runnerpool import haproxy_binary
+from tests.scaleout import Plan, Result, run
+
+pytestmark = [
+    pytest.mark.skipif(haproxy_binary() is None, reason="haproxy is not installed (.ci/run installs it)"),
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="the code runs in the runner's sandbox: no bubblewrap"),
+]
+
+PLAN = Plan()
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory) -> Result:
+    done = asyncio.run(run(PLAN, tmp_path_factory.mktemp("scaleout")))
+    print(done.to_json())  # every figure, for whoever reads the test's output
+    return done
+
+
+def test_the_faults_were_struck_and_the_learners_did_what_the_plan_says(result):
+    figures = result.figures
+    assert (figures.kills, figures.freezes, figures.runner_kills, figures.pg_restarts) == (2, 1, 1, 1), result.details
+    assert [p for p in result.problems if p.startswith("fault ")] == []
+    assert figures.bursts == round(PLAN.learners * PLAN.burst_share)  # a tap, a message, a poll answer at once
+    assert figures.code_runs >= PLAN.learners
+    # Every replica took a share of the requests: HAProxy balanced each request, not each connection.
+    assert len(figures.requests_per_replica) == 3
+    assert min(figures.requests_per_replica.values()) > figures.updates / 10, figures.requests_per_replica
+
+
+def test_no_update_is_lost_and_every_learner_finishes(result):
+    figures = result.figures
+    assert figures.lost_updates == 0 and figures.dropped_by_telegram == 0, result.problems
+    assert figures.finished == figures.learners, result.problems
+
+
+# Known failures on main (December 2026), each a bug this test found; strict=False so that the fixes show as XPASS.
+SEND_BEFORE_COMMIT = (
+    "a slide turn is shown before it is stored (reading.py's show_first) and an update is marked handled in a later, "
+    "batched write: a replica killed or frozen in between leaves it pending, the learner (who saw it) moves on, and "
+    "the replica that takes it over after the lease stores and shows it again, after the learner's later updates "
+    "(issue 17's commit-then-send, the outbox branch, is the fix)"
+)
+
+
+def test_no_event_or_exercise_attempt_is_stored_twice_for_one_update(result):
+    figures = result.figures
+    assert (figures.events_twice, figures.attempts_twice) == (0, 0), result.problems
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="seen in two of five runs, both times the last question (result-is-leaf): its poll sent twice (the answer "
+    "before it taken over after a kill or the freeze and handled again, or that update's send repeated), the learner "
+    "answered both polls, and both answers were recorded for the one question",
+)
+def test_each_question_of_the_quick_check_is_answered_once(result):
+    assert result.figures.answers_twice == 0, result.problems
+
+
+@pytest.mark.xfail(strict=False, reason=SEND_BEFORE_COMMIT)
+def test_each_learners_updates_are_handled_in_the_order_they_were_made(result):
+    assert result.figures.ordering_violations == 0, result.problems
+
+
+@pytest.mark.xfail(strict=False, reason=SEND_BEFORE_COMMIT + "; every update taken over sends its replies again")
+def test_at_most_one_duplicate_reply_per_kill(result):
+    figures = result.figures
+    assert figures.duplicate_replies <= figures.kills, result.details
+
+
+def test_no_error_but_those_of_postgresql_going_away(result):
+    """An ERROR in a replica's log is a problem, apart from a step cut off by PostgreSQL's restart (the learner is
+    told it was not saved, and takes it again)."""
+    assert [p for p in result.problems if " logged an error" in p] == []
