@@ -31,6 +31,7 @@ from bot.handlers import (
     fallback,
     language,
     lessons,
+    outbox,
     practice,
     progress,
     quiz,
@@ -116,6 +117,8 @@ def build_application(config: Config, services: Services) -> CourseApplication:
                 functools.partial(update_scope, services),
                 inbox,
                 learner_lock=services.db.learner_lock,
+                # An update handled again sends the replies it stored, rather than deciding again.
+                resend=lambda update: outbox.resend(services, update.get_bot(), update),
             )
         )
         .context_types(ContextTypes(context=CourseContext, bot_data=BotData))

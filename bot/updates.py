@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import inspect
 import json
 import logging
 import os
@@ -34,6 +35,8 @@ from bot.storage.db import Database
 log = logging.getLogger(__name__)
 
 UpdateScope = Callable[[object], AbstractAsyncContextManager[None]]
+# Sends what an update handled again stored in the outbox; True: it stored replies, so its flow must not run again.
+Resend = Callable[[Update], Awaitable[bool]]
 Clock = Callable[[], dt.datetime]
 T = TypeVar("T")
 
@@ -92,6 +95,7 @@ class Inbox:
         self._keeper: asyncio.Task[None] | None = None
         self._work: dict[int, int] = {}  # update id -> pieces of work under way; present from hand-over to the end
         self._interrupted: set[int] = set()
+        self._again: set[int] = set()  # handed over again (a replay, a lapsed claim taken over), until handled
         self._finished: dict[int, asyncio.Event] = {}  # set when an update awaited by replay has no work left
         self._handled: list[int] = []  # to be marked handled by the writer
         self._writer: asyncio.Task[None] | None = None
@@ -191,6 +195,7 @@ class Inbox:
                 await self._finish(under_way)
                 await self._db.handling_alone(update_id, True)
             self._work[update_id] = 0
+            self._again.add(update_id)
             queue.put_nowait(update)
             under_way.append(update_id)
             if suspect:
@@ -213,6 +218,10 @@ class Inbox:
         await self.flush()
         return True
 
+    def handled_again(self, update: object) -> bool:
+        """Whether ``update`` is being handled again (replayed, or taken over): it may have stored its replies."""
+        return isinstance(update, Update) and update.update_id in self._again
+
     def begin(self, update: object) -> bool:
         """Count one more piece of work for ``update``; False if it did not come through the inbox."""
         if not isinstance(update, Update) or update.update_id not in self._work:
@@ -230,6 +239,7 @@ class Inbox:
             self._work[update_id] = left
             return
         del self._work[update_id]
+        self._again.discard(update_id)
         finished = self._finished.get(update_id)
         if finished is not None:
             finished.set()
@@ -409,6 +419,8 @@ class PerLearnerOrder(BaseUpdateProcessor):
     Each update is handled inside ``scope`` (bot.context.update_scope: its learner's language), which
     encloses the error handler too. With an ``inbox``, its handling counts as the update's work. ``learner_lock``
     (Database.learner_lock) orders one learner's updates across processes too: on PostgreSQL, replicas share it.
+    An update the inbox hands over again is first given to ``resend`` (bot.handlers.outbox.resend), under the
+    learner's lock: one that stored its replies has them sent, and its handlers do not run again.
     """
 
     def __init__(
@@ -417,11 +429,13 @@ class PerLearnerOrder(BaseUpdateProcessor):
         scope: UpdateScope,
         inbox: Inbox | None = None,
         learner_lock: Callable[[int], AbstractAsyncContextManager[None]] | None = None,
+        resend: Resend | None = None,
     ):
         super().__init__(max_concurrent_updates)
         self._scope = scope
         self._inbox = inbox
         self._learner_lock = learner_lock
+        self._resend = resend
         self._locks: dict[int, asyncio.Lock] = {}
         self._users: dict[int, int] = {}
 
@@ -450,15 +464,24 @@ class PerLearnerOrder(BaseUpdateProcessor):
             async with lock:
                 if self._learner_lock is None:
                     async with self._scope(update):
-                        await coroutine
+                        await self._handle(update, coroutine)
                 else:
                     async with self._learner_lock(key), self._scope(update):
-                        await coroutine
+                        await self._handle(update, coroutine)
         finally:
             self._users[key] -= 1
             if not self._users[key]:
                 # Nobody else waits on this learner's lock; drop it so idle learners cost nothing.
                 del self._users[key], self._locks[key]
+
+    async def _handle(self, update: object, coroutine: Awaitable[Any]) -> None:
+        resend, inbox = self._resend, self._inbox
+        again = resend is not None and inbox is not None and inbox.handled_again(update)
+        if again and resend is not None and isinstance(update, Update) and await resend(update):
+            if inspect.iscoroutine(coroutine):
+                coroutine.close()  # never started: its handlers decided and stored this update before
+            return
+        await coroutine
 
     async def initialize(self) -> None:
         """Nothing to set up."""

@@ -41,17 +41,14 @@ class ResumeQuiz:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one update does: screens shown, and ``changes`` and ``events`` stored in one transaction."""
+    """What one update does: ``changes`` and ``events`` stored in one transaction with the replies showing its
+    screens, which go out once it commits (bot.handlers.common.carry_out)."""
 
     screens: tuple[Show, ...] = ()
     changes: tuple[Change, ...] = ()
     events: tuple[Event, ...] = ()
     toast: str | None = None  # the answer to a tapped button
     resume: ResumeQuiz | None = None  # then, the Quick Check's Telegram side
-    # Shown before it is stored: a place on screen (a slide, the menu) is stored once the learner sees it, so a
-    # failed edit never moves them, and a replay after a crash shows it again. Otherwise stored first: a drill's
-    # compare-and-set decides whether the tap is shown at all, and a replayed tap or answer finds itself stored.
-    show_first: bool = False
 
     def then(self, other: Outcome) -> Outcome:
         """Return this outcome followed by ``other`` (its toast and resume win when set)."""
@@ -61,7 +58,6 @@ class Outcome:
             events=self.events + other.events,
             toast=other.toast if other.toast is not None else self.toast,
             resume=other.resume or self.resume,
-            show_first=self.show_first or other.show_first,
         )
 
 

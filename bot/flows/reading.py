@@ -46,9 +46,7 @@ def show_slide(course: Course, learner: Learner, place: Place, saved: LessonProg
         # After the slide's own event, so its time on screen counts from when it was shown.
         events.append(Event(EventKind.BACK, lesson.id, item_id=saved.slide_id))
     shown = SlideShown(lesson.id, slide_id, reached_after(lesson, saved, index), last=index == lesson.last_slide)
-    return Outcome(
-        screens=(Show(screen, reader=ReaderView.SLIDE),), changes=(shown,), events=tuple(events), show_first=True
-    )
+    return Outcome(screens=(Show(screen, reader=ReaderView.SLIDE),), changes=(shown,), events=tuple(events))
 
 
 def turn(

@@ -5,28 +5,27 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Coroutine, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from telegram import CallbackQuery, LinkPreviewOptions, MaybeInaccessibleMessage, Message, Update
-from telegram.constants import ParseMode
+from telegram import CallbackQuery, MaybeInaccessibleMessage, Message, Update
 from telegram.error import BadRequest
 
-from bot import logs
+from bot import logs, retention_render
 from bot.callbacks import CallbackData, CallbackDataError
-from bot.changes import Change, Event, ReaderAt
+from bot.changes import Change, Event, ReaderAt, RemindersOffered
 from bot.context import CourseContext, stored_learner
-from bot.flows.outcome import Outcome, Show, Where, button_refused
-from bot.handlers import comeback
+from bot.flows.outcome import Outcome, Where, button_refused
+from bot.handlers import comeback, outbox
+from bot.handlers.outbox import NO_PREVIEW as NO_PREVIEW  # refresh's edits share it
+from bot.handlers.outbox import shows as shows
 from bot.i18n import current_language
 from bot.render import Screen
 from bot.snapshot import Snapshot
-from bot.telegram_rules.html import HtmlError
-from bot.telegram_rules.text import stored
+from bot.storage.outbox import Reply, ReplyKind, StoredReply
 
 log = logging.getLogger(__name__)
-
-NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
 
 Handler = Callable[[Update, CourseContext], Coroutine[Any, Any, None]]
 D = TypeVar("D", bound=CallbackData)
@@ -108,29 +107,13 @@ def tapped_message(update: Update) -> MaybeInaccessibleMessage | None:
 
 
 async def send(context: CourseContext, chat_id: int, screen: Screen) -> Message:
-    """Send ``screen`` as a new message."""
-    return await context.bot.send_message(
-        chat_id,
-        screen.text,
-        parse_mode=ParseMode.HTML,
-        reply_markup=screen.buttons,
-        link_preview_options=NO_PREVIEW,
-    )
+    """Send ``screen`` as a new message (outside the outbox: see carry_out)."""
+    return await outbox.send_message(context.bot, chat_id, screen)
 
 
 async def retire_keyboard(context: CourseContext, chat_id: int, message_id: int) -> None:
-    """Take the buttons off a message that a newer screen supersedes.
-
-    Telegram refuses an edit that changes nothing ("message is not modified": it has no buttons already) and one
-    of a message gone or too old to edit: each leaves the old buttons where they are, which is harmless.
-    """
-    try:
-        await context.bot.edit_message_reply_markup(chat_id=chat_id, message_id=message_id, reply_markup=None)
-    except BadRequest as exc:
-        reason = exc.message.lower()
-        if not any(r in reason for r in ("message is not modified", "message to edit not found", "can't be edited")):
-            raise
-        log.debug("buttons of message %s in chat %s stay (%s)", message_id, chat_id, reason)
+    """Take the buttons off a message that a newer screen supersedes (see outbox.retire_keyboard)."""
+    await outbox.retire_keyboard(context.bot, chat_id, message_id)
 
 
 async def reply(update: Update, context: CourseContext, screen: Screen) -> Message:
@@ -143,35 +126,10 @@ async def show(
     context: CourseContext, message: MaybeInaccessibleMessage | int | None, chat_id: int, screen: Screen
 ) -> int:
     """Show ``screen`` in ``message`` (or the message with that id), edited in place; send it anew if that
-    message cannot be edited, or if there is none.
-
-    Returns the id of the message that now shows the screen. An edit that would change nothing is not sent:
-    Telegram refuses it ("message is not modified"), and it costs a request under the flood limit.
-    """
-    if isinstance(message, Message) and shows(message, screen):
-        return message.message_id
-    message_id = message if isinstance(message, int) or message is None else message.message_id
-    if message_id is not None:
-        try:
-            await context.bot.edit_message_text(
-                screen.text,
-                chat_id=chat_id,
-                message_id=message_id,
-                parse_mode=ParseMode.HTML,
-                reply_markup=screen.buttons,
-                link_preview_options=NO_PREVIEW,
-            )
-            return message_id
-        except BadRequest as exc:
-            reason = exc.message.lower()
-            # Still harmless: the message changed between the tap and this edit (a double tap, a replay).
-            if "message is not modified" in reason:
-                return message_id
-            if not any(r in reason for r in ("message to edit not found", "can't be edited", "no text in the message")):
-                raise
-            log.info("message %s in chat %s cannot be edited (%s); sending a new one", message_id, chat_id, reason)
-    sent = await send(context, chat_id, screen)
-    return sent.message_id
+    message cannot be edited, or if there is none (see outbox.edit_or_send). Returns the id of the message that
+    now shows the screen."""
+    target = message if isinstance(message, Message | int) or message is None else message.message_id
+    return await outbox.edit_or_send(context.bot, chat_id, target, screen)
 
 
 async def show_in_tapped(update: Update, context: CourseContext, screen: Screen) -> int:
@@ -180,98 +138,132 @@ async def show_in_tapped(update: Update, context: CourseContext, screen: Screen)
     return await show(context, message, message.chat.id if message else context.learner.chat_id, screen)
 
 
-def shows(message: Message, screen: Screen) -> bool:
-    """Return whether ``message``, as Telegram last showed it, already shows ``screen``: text, entities, buttons.
-
-    The screen's HTML is read as Telegram reads it (bot.telegram_rules).
-    """
-    # Buttons first: they are cheap to compare and differ on most taps (a slide turned), sparing the parse.
-    if message.text is None or message.reply_markup != screen.buttons:
-        return False
-    try:
-        text, entities = stored(screen.text)
-    except HtmlError:
-        return False  # Telegram would refuse it; let the edit say so
-    shown = [entity.to_dict() for entity in message.entities]
-    return message.text == text and shown == entities
-
-
 @dataclass(frozen=True)
 class Carried:
     """What carrying out an outcome did."""
 
     stored: bool  # False: what it was decided over changed meanwhile, and nothing of it was stored
-    shown: tuple[int, ...]  # the ids of the messages showing its screens, in order
+    shown: tuple[int, ...]  # the ids of the messages showing its screens, in order (with buttons taken off between)
 
 
-async def carry_out(update: Update, context: CourseContext, outcome: Outcome, *, feature: str) -> Carried:
-    """Store an outcome in one transaction keyed by the update and show its screens, in the order it asks for
-    (see Outcome.show_first); see Carried.
+# The outbox positions the current update has used: its replies may come from several outcomes (a drill refused,
+# then shown as it stands; a graded run's verdict, in a task after its handler), each after the last.
+_replies_used: ContextVar[tuple[int | None, int]] = ContextVar("replies_used", default=(None, 0))
 
-    A new message that becomes the one edited in place is known only once sent: it is noted in a second write.
-    ``feature`` names the fault points passed (bot.faults): ``<feature>:shown`` and ``<feature>:stored``.
+
+async def carry_out(
+    update: Update | None, context: CourseContext, outcome: Outcome, *, feature: str, kept: bool = True
+) -> Carried:
+    """Store an outcome and the replies that show its screens in one transaction keyed by the update, then send
+    those replies in order (bot.handlers.outbox); see Carried.
+
+    Commit, then send: a replay of the update after a crash sends the stored replies not known to be sent, and
+    never decides again (bot.updates.PerLearnerOrder). A screen edited into the tapped message is known to show
+    there before it is sent, so the learner's message edited in place is stored with the outcome; a new message
+    is known once sent, and its mark as sent notes it (a write after the commit when it becomes the message edited
+    in place or another reply follows it; the last one is left to the inbox's handled mark: bot.handlers.outbox).
+    ``feature`` names the fault points passed (bot.faults): ``<feature>:stored`` and ``<feature>:shown``.
+    ``kept`` False sends the replies without keeping them: for an update that goes on after them with steps of its
+    own that a replay must take again (a Quick Check's first poll), so a replay runs its flow again.
     """
-    faults = context.services.faults
-    if outcome.show_first:
-        shown = await _show_screens(update, context, outcome)
-        faults.reached(f"{feature}:shown")
-        readers = [
-            ReaderAt(message_id, s.reader) for s, message_id in zip(outcome.screens, shown, strict=True) if s.reader
-        ]
-        stored = await store(context, [*outcome.changes, *readers], outcome.events)
-        faults.reached(f"{feature}:stored")
-        return Carried(stored, shown)
-    stored = await store(context, outcome.changes, outcome.events)
+    services, user_id = context.services, context.learner.user_id
+    faults = services.faults
+    update_id = logs.UPDATE_ID.get() if kept else None
+    used_by, first = _replies_used.get()
+    if used_by != update_id:
+        first = 0
+    tapped = tapped_message(update) if update is not None else None
+    replies, readers, retired = _planned(context, outcome, tapped)
+    own = len(replies)  # the outcome's own; store may append what follows them (the reminders' offer)
+    stored = await store(
+        context, [*outcome.changes, *readers], outcome.events, replies=replies if kept else None, first_reply=first
+    )
     faults.reached(f"{feature}:stored")
     if not stored:
+        if retired is not None:
+            services.superseded_keyboards.setdefault(user_id, retired)
         return Carried(False, ())
-    shown = await _show_screens(update, context, outcome)
+    _replies_used.set((update_id, first + len(replies)))
+    pending = [StoredReply(first + index, reply, sent=False, shown=None) for index, reply in enumerate(replies)]
+    shown = await outbox.send_stored(
+        services, context.bot, update_id, user_id, pending, tapped if isinstance(tapped, Message) else None
+    )
     faults.reached(f"{feature}:shown")
-    readers = [ReaderAt(message_id, s.reader) for s, message_id in zip(outcome.screens, shown, strict=True) if s.reader]
-    if readers:
-        await store(context, readers)
-    return Carried(True, shown)
+    if update_id is None:
+        # Nothing in the outbox to mark: a new message edited in place from now on is noted on its own.
+        late = [
+            ReaderAt(message_id, reply.reader)
+            for reply, message_id in zip(replies, shown, strict=True)
+            if reply.reader is not None and outbox.marked(reply, message_id)
+        ]
+        if late:
+            await store(context, late)
+    screens = (m for m, reply in zip(shown[:own], replies[:own], strict=True) if reply.kind != ReplyKind.RETIRE)
+    return Carried(True, tuple(screens))
 
 
-async def _show_screens(update: Update, context: CourseContext, outcome: Outcome) -> tuple[int, ...]:
-    """Show the outcome's screens; return the ids of the messages showing them."""
-    shown: list[int] = []
-    for screen in outcome.screens:
-        if screen.where is Where.TAPPED:
-            shown.append(await show_in_tapped(update, context, screen.screen))
-        else:
-            shown.append(await send_shown(context, context.learner.chat_id, screen))
-    return tuple(shown)
+def _planned(
+    context: CourseContext, outcome: Outcome, tapped: MaybeInaccessibleMessage | None
+) -> tuple[list[Reply], list[ReaderAt], int | None]:
+    """Return the replies that show the outcome's screens, the messages edited in place known before sending (an
+    edit of the tapped message), and the message whose buttons a superseding screen takes off (None: none)."""
+    services, learner = context.services, context.learner
+    replies: list[Reply] = []
+    readers: list[ReaderAt] = []
+    retired = None
+    for shown in outcome.screens:
+        text, buttons = shown.screen.text, outbox.keyboard(shown.screen.buttons)
+        if shown.where is Where.TAPPED and tapped is not None:
+            replies.append(Reply(tapped.chat.id, ReplyKind.EDIT, tapped.message_id, text, buttons, shown.reader))
+            if shown.reader is not None:
+                readers.append(ReaderAt(tapped.message_id, shown.reader))
+            continue
+        if shown.supersedes and (previous := services.superseded_keyboards.pop(learner.user_id, None)) is not None:
+            retired = previous
+            replies.append(Reply(learner.chat_id, ReplyKind.RETIRE, previous))
+        replies.append(Reply(learner.chat_id, ReplyKind.SEND, None, text, buttons, shown.reader, shown.supersedes))
+    return replies, readers, retired
 
 
-async def send_shown(context: CourseContext, chat_id: int, shown: Show) -> int:
-    """Send a screen as a new message; one that supersedes takes the buttons off the last such screen first."""
-    services, user_id = context.services, context.learner.user_id
-    if shown.supersedes and (previous := services.superseded_keyboards.pop(user_id, None)) is not None:
-        await retire_keyboard(context, chat_id, previous)
-    sent = await send(context, chat_id, shown.screen)
-    if shown.supersedes and shown.screen.buttons is not None:
-        services.superseded_keyboards[user_id] = sent.message_id
-    return sent.message_id
-
-
-async def store(context: CourseContext, changes: Sequence[Change], events: Sequence[Event] = ()) -> bool:
+async def store(
+    context: CourseContext,
+    changes: Sequence[Change],
+    events: Sequence[Event] = (),
+    *,
+    replies: list[Reply] | None = None,
+    first_reply: int = 0,
+) -> bool:
     """Store what the update changes and the events it records in one transaction, keyed by the update, in the
     course language the learner is shown; False if a drill attempt changed meanwhile (nothing stored).
 
     What they mean for review and the streak (bot.handlers.comeback) is stored with them, in the same transaction,
-    and so is the learner's activity, by the update's first write that can (comeback.activity).
+    and so is the learner's activity, by the update's first write that can (comeback.activity). ``replies``
+    (carry_out's), from position ``first_reply`` on, go to the outbox in it too; the reminders' offer a finished
+    lesson makes is appended to them, to go out after them, rather than left to comeback.follow_up.
     """
-    changes = [*changes, *await comeback.changes_for(context, changes, events)]
+    more = await comeback.changes_for(context, changes, events)
+    changes = [*changes, *more]
     noted = comeback.activity(context)
+    update_id = logs.UPDATE_ID.get()
+    offered = replies is not None and update_id is not None and any(isinstance(c, RemindersOffered) for c in more)
+    if replies is not None and offered:
+        offer = retention_render.reminder_offer()
+        replies.append(
+            Reply(context.learner.chat_id, ReplyKind.SEND, text=offer.text, buttons=outbox.keyboard(offer.buttons))
+        )
     written = await context.services.db.write_outcome(
         context.learner.user_id,
         [*changes, *noted],
         events,
         language=current_language(),
-        update_id=logs.UPDATE_ID.get(),
+        update_id=update_id,
+        replies=replies or (),
+        first_reply=first_reply,
     )
     if written.stored:
-        comeback.stored(changes)  # what follows them comes after the update's screens (common.for_learner)
+        # What follows them comes after the update's screens (common.for_learner); the offer, in the outbox, with them.
+        comeback.stored([c for c in changes if not (offered and isinstance(c, RemindersOffered))])
         await comeback.activity_stored(context, noted, written.activity_added)
+    elif offered and replies is not None:
+        replies.pop()
     return written.stored

@@ -59,9 +59,7 @@ async def lessons(update: Update, context: CourseContext) -> None:
 
 async def _show_menu_here(update: Update, context: CourseContext) -> None:
     menu = await _menu_screen(context, welcome=False)
-    await carry_out(
-        update, context, Outcome(screens=(Show(menu, reader=ReaderView.MENU),), show_first=True), feature="menu"
-    )
+    await carry_out(update, context, Outcome(screens=(Show(menu, reader=ReaderView.MENU),)), feature="menu")
 
 
 @router.button(ShowMenu)

@@ -8,8 +8,8 @@ from bot import commands, render
 from bot.callbacks import CallbackDataError, ChooseLanguage
 from bot.changes import LanguageChosen
 from bot.context import CourseContext
-from bot.flows.outcome import button_refused
-from bot.handlers.common import reply, show_in_tapped, store
+from bot.flows.outcome import Outcome, Show, button_refused
+from bot.handlers.common import carry_out, reply
 from bot.handlers.router import Router
 
 router = Router("language")
@@ -30,8 +30,10 @@ async def choose_language(update: Update, context: CourseContext, data: ChooseLa
     except CallbackDataError:
         return button_refused()  # the tap is answered once, by the button wrapper
     learner = context.learner
-    await store(context, (LanguageChosen(chosen),))
     # The update came in one language and is answered in the new one, chosen as every update's is.
     with i18n.use(i18n.choose(chosen, learner.telegram_language)):
-        await show_in_tapped(update, context, render.language_chosen(chosen is None))
+        answer = render.language_chosen(chosen is None)
+    await carry_out(
+        update, context, Outcome(screens=(Show(answer),), changes=(LanguageChosen(chosen),)), feature="language"
+    )
     return None

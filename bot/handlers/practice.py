@@ -17,7 +17,7 @@ from bot.course import runner_checks
 from bot.course.model import Exercise, Lesson
 from bot.flows import practice as flow
 from bot.flows.outcome import lesson_gone
-from bot.handlers.common import carry_out, for_learner, reply, send, send_shown, store
+from bot.handlers.common import carry_out, for_learner, reply, send
 from bot.handlers.router import Router
 from bot.i18n import _
 from bot.learner import Learner
@@ -179,11 +179,9 @@ async def _verdict(
         await send(context, learner.chat_id, render.run_output(feedback.output_block(result), status))
         return
     outcome = flow.verdict(context.course, current, lesson, exercise, result, status)
-    await store(context, outcome.changes, outcome.events)
-    faults.reached("run:stored")
-    for shown in outcome.screens:
-        await send_shown(context, learner.chat_id, shown)
-    faults.reached("run:sent")
+    # Stored with the verdict's replies, then sent: a replay after a crash sends the verdict, and never grades again
+    # over a learner the pass already took out of practice (bot.handlers.outbox).
+    await carry_out(None, context, outcome, feature="run")
 
 
 router.add(

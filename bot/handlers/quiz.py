@@ -40,7 +40,9 @@ async def _start_round(
         return questions  # why there is nothing to ask
     seed = new_seed()
     outcome = flow.begin(lesson, questions, seed, retake=retake)
-    (intro,) = (await carry_out(update, context, outcome, feature="quiz")).shown
+    # Not kept: a replay after a crash before the poll went out runs again, finds the round under way and resumes
+    # it, poll included; the stored intro alone would leave the poll unasked.
+    (intro,) = (await carry_out(update, context, outcome, feature="quiz", kept=False)).shown
     await polls.ask_or_say_why_not(context, lesson, tuple(questions), seed, intro)
     return None
 

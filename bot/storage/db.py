@@ -14,6 +14,7 @@ from bot.storage.files import backup, ensure_writable
 from bot.storage.inbox import InboxQueries
 from bot.storage.learners import LearnerQueries
 from bot.storage.lessons import Adopted, LessonQueries
+from bot.storage.outbox import OutboxQueries
 from bot.storage.outcomes import OutcomeQueries
 from bot.storage.practice import PracticeQueries
 from bot.storage.quiz import QuizQueries
@@ -42,6 +43,7 @@ class Database(
     EventQueries,
     DrillQueries,
     OutcomeQueries,
+    OutboxQueries,
     SnapshotQueries,
     SendingQueries,
     Engine,

@@ -124,11 +124,16 @@ class InboxQueries(Engine):
             )
 
     async def forget_updates(self, received_before: dt.datetime) -> int:
-        """Delete handled updates received before ``received_before``; return how many (0 when another process
-        is purging right now: the daily purge runs in one process across replicas, whichever comes first)."""
+        """Delete handled updates received before ``received_before``, and the replies stored (bot.storage.outbox)
+        as long ago by updates no longer pending; return how many updates (0 when another process is purging right
+        now: the daily purge runs in one process across replicas, whichever comes first)."""
+        before = timestamp(received_before)
         async with self._write() as conn:
             if not await conn.try_lock(PURGE_LOCK):
                 return 0
-            return await conn.execute(
-                "DELETE FROM inbox WHERE state != 'pending' AND received_at < ?", (timestamp(received_before),)
+            await conn.execute(
+                "DELETE FROM outbox WHERE stored_at < ? AND update_id NOT IN"
+                " (SELECT update_id FROM inbox WHERE state = 'pending')",
+                (before,),
             )
+            return await conn.execute("DELETE FROM inbox WHERE state != 'pending' AND received_at < ?", (before,))

@@ -321,4 +321,26 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE activity ADD COLUMN update_id INTEGER;
     CREATE UNIQUE INDEX activity_once ON activity (user_id, update_id) WHERE update_id IS NOT NULL;
     """,
+    # 13: the outbox (issue 17): the replies an update shows, stored in its one transaction with what it changes and
+    # sent after the commit, each marked once sent. A replay of an update that stored replies sends those not marked
+    # sent and never decides again (the state it was decided over has moved on). Kept as long as the inbox keeps
+    # the update's id (bot.storage.inbox.forget_updates).
+    """
+    CREATE TABLE outbox (
+        update_id   INTEGER NOT NULL,
+        position    INTEGER NOT NULL,      -- the order the update shows them in
+        user_id     INTEGER NOT NULL,
+        chat_id     INTEGER NOT NULL,
+        kind        TEXT NOT NULL,         -- send (a new message), edit (text and buttons), retire (buttons off)
+        message_id  INTEGER,               -- edit, retire: the message changed; once sent: the message showing it
+        text        TEXT,                  -- HTML
+        buttons     TEXT,                  -- the inline keyboard as Telegram's JSON; NULL: none
+        reader      TEXT,                  -- the message showing it becomes the one edited in place, showing this
+        supersedes  INTEGER NOT NULL DEFAULT 0,  -- takes the buttons off the last screen that superseded
+        stored_at   TEXT NOT NULL,
+        sent_at     TEXT,                  -- NULL: not known to be sent
+        PRIMARY KEY (update_id, position)
+    );
+    CREATE INDEX outbox_stored ON outbox (stored_at);
+    """,
 )

@@ -258,4 +258,23 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE activity ADD COLUMN update_id BIGINT;
     CREATE UNIQUE INDEX activity_once ON activity (user_id, update_id) WHERE update_id IS NOT NULL;
     """,
+    # 13: the outbox: each update's replies, stored with its changes, sent after the commit.
+    """
+    CREATE TABLE outbox (
+        update_id   BIGINT NOT NULL,
+        position    INTEGER NOT NULL,
+        user_id     BIGINT NOT NULL,
+        chat_id     BIGINT NOT NULL,
+        kind        TEXT NOT NULL,
+        message_id  BIGINT,
+        text        TEXT,
+        buttons     TEXT,
+        reader      TEXT,
+        supersedes  INTEGER NOT NULL DEFAULT 0,
+        stored_at   TEXT NOT NULL,
+        sent_at     TEXT,
+        PRIMARY KEY (update_id, position)
+    );
+    CREATE INDEX outbox_stored ON outbox (stored_at);
+    """,
 )

@@ -37,6 +37,7 @@ from bot.storage.backend import SyncConnection
 from bot.storage.drills import SAVE_DRILL, drill_params
 from bot.storage.engine import Engine
 from bot.storage.events import RECORD_EVENT
+from bot.storage.outbox import Reply, write_replies
 from bot.storage.retention import LOG_REVIEW, MEET_CARD, REVIEW_CARD, STREAK_DAY, card_params, log_params
 
 
@@ -71,10 +72,14 @@ class OutcomeQueries(Engine):
         *,
         language: str,
         update_id: int | None,
+        replies: Sequence[Reply] = (),
+        first_reply: int = 0,
     ) -> bool:
         """Write ``changes`` and ``events`` of one update in one transaction; False (nothing written) if a drill
         attempt it saves changed meanwhile, or an answer it records was recorded before (see ``write_outcome``)."""
-        written = await self.write_outcome(user_id, changes, events, language=language, update_id=update_id)
+        written = await self.write_outcome(
+            user_id, changes, events, language=language, update_id=update_id, replies=replies, first_reply=first_reply
+        )
         return written.stored
 
     async def write_outcome(
@@ -85,13 +90,19 @@ class OutcomeQueries(Engine):
         *,
         language: str,
         update_id: int | None,
+        replies: Sequence[Reply] = (),
+        first_reply: int = 0,
     ) -> Stored:
         """Write ``changes`` and ``events`` of one update in one transaction; see Stored.
 
         ``update_id`` keys the events and attempts, so a replay of the update records none of them again (None: an
         update that did not come through the inbox, never replayed). ``language`` is the course language shown.
+        ``replies``, the update's replies from position ``first_reply`` on, go to the outbox in the same transaction
+        (bot.storage.outbox; not without an ``update_id`` to key them).
         """
-        if not changes and not (events and self.events_days != 0):
+        if update_id is None:
+            replies = ()
+        if not changes and not replies and not (events and self.events_days != 0):
             return Stored(True)
         now = self._now()
         record_events = self.events_days != 0
@@ -119,6 +130,8 @@ class OutcomeQueries(Engine):
             if record_events:
                 for event in (*events, *done):
                     conn.execute(RECORD_EVENT, _event_params(user_id, event, now, language, update_id))
+            if replies and update_id is not None:
+                write_replies(conn, update_id, user_id, first_reply, replies, now)
 
         try:
             await self._transaction(write)
