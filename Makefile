@@ -15,9 +15,15 @@ run: setup
 	$(PY) -m bot run
 
 # The lessons are proven in the real runner first (cached by content hash in .cache/coursebot/proofs).
+# The suite runs in TEST_WORKERS processes (pytest-xdist), each test file whole in one of them
+# (tests/conftest.py ONE_ENGINE: the files that reconfigure the Docker engine take turns): its module
+# fixtures (a runner pool, a compose stack) are built once, and much of a test's time is waiting on a subprocess,
+# a container or a socket, which the other process fills. Files go out in collection order, the slowest first
+# (tests/conftest.py SLOWEST_FILES), so neither process ends alone in a long file. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
 test: setup check
 	$(PY) -m bot lint lessons --run --strict
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 setup: $(INSTALLED) catalogs
 

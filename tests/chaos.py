@@ -33,13 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from bot.course.model import Course, Drill, Lesson, ParsonsDrill
-from bot.library.load import load_valid
 from tests.botprocess import BotProcess, RunnerProcess, bot_env
-from tests.conftest import LESSONS, LOCALES
+from tests.conftest import course_content
 from tests.journey import POSITION, button_texts, buttons, correct_option
 from tests.standin import ApiCall, BotApiStandin, SimLearner, SimulationError
 
-COURSE: Course = load_valid(LESSONS, LOCALES).english
+COURSE: Course = course_content().english
 FAULT_STATUSES = (429, 500, 502, 503, 504)
 _LESSON_HEADER = re.compile(r"Lesson (\d+) of \d+:")
 

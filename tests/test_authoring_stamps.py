@@ -14,6 +14,7 @@ from bot.authoring.worddiff import word_diff
 from bot.cli import main
 from bot.course.sources import legacy_digest
 from bot.library.load import load_valid
+from tests.conftest import course_content
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = ROOT / "lessons"
@@ -161,7 +162,7 @@ def test_upgrading_outside_git_says_so_in_one_line(tmp_path, capsys, monkeypatch
 
 
 def test_every_shipped_stamp_keeps_the_english_it_was_made_from():
-    content = load_valid(LESSONS, LOCALES)
+    content = course_content()
     hashes_only = [
         f"{translation.path}: {part}"
         for course in content.translations.values()

@@ -7,9 +7,8 @@ import io
 
 from PIL import Image, ImageChops
 
-from bot.library.load import load_valid
 from bot.retention.completion_card import draw_card
-from tests.conftest import LESSONS, LOCALES, answers_recorded
+from tests.conftest import answers_recorded, course_content
 from tests.journey import (
     answer_quiz,
     button_texts,
@@ -20,7 +19,7 @@ from tests.journey import (
     tap_and_wait_edit,
 )
 
-COURSE = load_valid(LESSONS, LOCALES).english
+COURSE = course_content().english
 
 
 async def test_a_learner_takes_all_four_lessons_and_progress_shows_the_course_complete(bot, standin):

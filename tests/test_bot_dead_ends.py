@@ -10,12 +10,11 @@ import pytest
 
 from bot.changes import AttemptGraded, PracticeLeft
 from bot.i18n import I18n, _
-from bot.library.load import load_valid
-from tests.conftest import LESSONS, LOCALES, answers_recorded
+from tests.conftest import LOCALES, answers_recorded, course_content
 from tests.journey import button_texts, open_practice, send_and_wait, tap_and_wait_edit, tap_and_wait_message
 from tests.outcomes import stored
 
-CONTENT = load_valid(LESSONS, LOCALES)
+CONTENT = course_content()
 I18N = I18n(LOCALES)
 SHIPPED = I18N.languages
 TELEGRAM_CODE = {"pt_BR": "pt-br"}

@@ -21,9 +21,8 @@ from bot import lessontext, render
 from bot.course.model import Lesson, ParsonsDrill
 from bot.i18n import I18n, _, ngettext, number
 from bot.learner import DrillProgress
-from bot.library.load import load_valid
 from bot.storage.migrations import MIGRATIONS
-from tests.conftest import LESSONS, LOCALES, running
+from tests.conftest import LESSONS, LOCALES, course_content, running
 from tests.journey import (
     answer_quiz,
     button_texts,
@@ -39,7 +38,7 @@ from tests.journey import (
 )
 from tests.test_bot_languages import ENGLISH_ONLY, SCRIPT, TELEGRAM_CODE, _without_code, _words
 
-CONTENT = load_valid(LESSONS, LOCALES)
+CONTENT = course_content()
 I18N = I18n(LOCALES)
 LANGUAGES = I18N.languages  # English first
 LESSON = CONTENT.english.lesson("grad")

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from bot.i18n import I18n, _, own_name
 from bot.lessontext import plain
-from bot.library.load import load_valid
-from tests.conftest import LESSONS, LOCALES
+from tests.conftest import LOCALES, course_content
 from tests.journey import button_texts, position, send_and_wait, tap_and_wait_edit
 
-CONTENT = load_valid(LESSONS, LOCALES)
+CONTENT = course_content()
 I18N = I18n(LOCALES)
 
 

@@ -18,11 +18,10 @@ import pytest
 from bot import bidi, render
 from bot.course.model import Lesson
 from bot.i18n import I18n, _
-from bot.library.load import load_valid
-from tests.conftest import LESSONS, LOCALES, running
+from tests.conftest import LOCALES, course_content, running
 from tests.journey import button_texts, correct_option, position, send_and_wait, tap_and_wait_edit
 
-CONTENT = load_valid(LESSONS, LOCALES)
+CONTENT = course_content()
 I18N = I18n(LOCALES)
 SHIPPED = [language for language in I18N.languages if language != "en"]
 # What each learner's Telegram sends: regional codes, as phones do.

@@ -21,7 +21,7 @@ import yaml
 from bot.errors import StorageError
 from bot.i18n import I18n, _
 from bot.library.load import load_valid
-from tests.conftest import LESSONS, LOCALES, running, with_lessons
+from tests.conftest import LESSONS, LOCALES, course_content, running, with_lessons
 from tests.journey import (
     answer_quiz,
     button_texts,
@@ -32,7 +32,7 @@ from tests.journey import (
     tap_and_wait_edit,
 )
 
-ENGLISH = load_valid(LESSONS, LOCALES).english
+ENGLISH = course_content().english
 FIRST, SECOND = ENGLISH.lessons[0], ENGLISH.lessons[1]
 NEW_SLIDE = {"id": "a-new-slide", "title": "A slide the author added", "text": "Inserted after the learner began."}
 

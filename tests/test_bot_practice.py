@@ -13,13 +13,12 @@ import pytest
 
 from bot import lessontext, mistakes
 from bot.i18n import I18n
-from bot.library.load import load_valid
 from bot.telegram_rules.text import visible_text
 from runner.client import RunnerConfig
-from tests.conftest import LESSONS, LOCALES, running
+from tests.conftest import LOCALES, course_content, running
 from tests.journey import button_texts, open_practice, send_and_wait
 
-COURSE = load_valid(LESSONS, LOCALES).english
+COURSE = course_content().english
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None, reason="the runner's sandbox needs bubblewrap (apt-get install -y bubblewrap)"
@@ -148,7 +147,7 @@ async def test_the_embedded_runner_is_started_with_the_runners_settings(config):
 # --- feedback that knows autograd: each likely mistake from a real wrong submission, in every language -----
 
 I18N = I18n(LOCALES)
-CONTENT = load_valid(LESSONS, LOCALES)
+CONTENT = course_content()
 _X = (
     "import torch\nx = torch.randint(1, 100, (3,)).float()\nx.requires_grad_()\ny = x ** 2\n"
     "v = torch.tensor([1.0, 2.0, 0.5])\n"

@@ -6,12 +6,11 @@ from __future__ import annotations
 import pytest
 
 from bot.i18n import I18n, _
-from bot.library.load import load_valid
 from bot.states import Practice, practice_state
-from tests.conftest import LESSONS, LOCALES
+from tests.conftest import LOCALES, course_content
 from tests.journey import button_texts, open_practice, send_and_wait, tap_and_wait_edit, tap_and_wait_message
 
-CONTENT = load_valid(LESSONS, LOCALES)
+CONTENT = course_content()
 I18N = I18n(LOCALES)
 SHIPPED = I18N.languages
 TELEGRAM_CODE = {"pt_BR": "pt-br"}

@@ -14,12 +14,11 @@ import pytest
 from bot import lessontext, render, shuffle
 from bot.handlers import quiz as quiz_handlers
 from bot.i18n import I18n, _
-from bot.library.load import load_valid
 from bot.shuffle import new_seed, option_order
-from tests.conftest import LESSONS, LOCALES
+from tests.conftest import LOCALES, course_content
 from tests.journey import button_texts, read_slides, send_and_wait, tap_and_wait_edit, tap_and_wait_message
 
-CONTENT = load_valid(LESSONS, LOCALES)
+CONTENT = course_content()
 ENGLISH = CONTENT.english
 FIRST = ENGLISH.lessons[0]
 I18N = I18n(LOCALES)

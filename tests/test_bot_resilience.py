@@ -9,11 +9,10 @@ import pytest
 
 from bot.app import CourseBot
 from bot.errors import ContentError
-from bot.library.load import load_valid
-from tests.conftest import LESSONS, LOCALES, answers_recorded, running, with_lessons
+from tests.conftest import LESSONS, answers_recorded, course_content, running, with_lessons
 from tests.journey import button_texts, position, read_slides, send_and_wait, tap_and_wait_edit
 
-COURSE = load_valid(LESSONS, LOCALES).english
+COURSE = course_content().english
 FIRST = COURSE.lessons[0]
 
 

@@ -13,12 +13,11 @@ import pytest
 
 from bot.app import CourseBot
 from bot.config import Config
-from bot.library.load import load_valid
 from bot.localapi.floodlimit import FloodLimit
 from bot.retention import plan
 from bot.storage.retention import RetentionStore
 from tests.botprocess import wait_until
-from tests.conftest import LESSONS, LOCALES
+from tests.conftest import course_content
 from tests.journey import (
     answer_quiz,
     button_texts,
@@ -31,7 +30,7 @@ from tests.journey import (
     tap_and_wait_message,
 )
 
-CONTENT = load_valid(LESSONS, LOCALES)
+CONTENT = course_content()
 ENGLISH = CONTENT.english
 FIRST = ENGLISH.lessons[0]
 START = dt.datetime(2026, 3, 2, 9, 0, tzinfo=dt.UTC)

@@ -21,16 +21,15 @@ from aiohttp import web
 from bot import webhook_deploy
 from bot.config import Config
 from bot.http_server import HttpServer
-from bot.library.load import load_valid
 from bot.localapi import SECRET_HEADER, WebhookTiming
 from bot.storage.db import Database
 from bot.updates import Inbox
 from bot.webhook import WebhookReceiver
 from tests.botprocess import BotProcess, bot_env, wait_until
-from tests.conftest import LESSONS, LOCALES, running
+from tests.conftest import course_content, running
 from tests.journey import answer_quiz, read_slides, send_and_wait, tap_and_wait_edit
 
-COURSE = load_valid(LESSONS, LOCALES).english
+COURSE = course_content().english
 SECRET = "webhook-test_SECRET"
 
 

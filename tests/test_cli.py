@@ -18,6 +18,7 @@ from bot.cli import main
 from bot.course.sources import legacy_digest
 from bot.library.load import load_valid
 from bot.storage.db import Database
+from tests.conftest import course_content
 from tests.outcomes import stored
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -372,7 +373,7 @@ async def test_links_prints_every_lessons_link_for_the_bot_telegram_names(standi
     )
     out, err = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 0, err.decode()
-    course = load_valid(LESSONS, LOCALES).english
+    course = course_content().english
     lines = out.decode().splitlines()
     assert lines == [
         *(

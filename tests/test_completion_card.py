@@ -18,11 +18,10 @@ from hypothesis import strategies as st
 from PIL import Image, ImageChops, ImageDraw, ImageFont
 
 from bot.i18n import I18n, _
-from bot.library.load import load_valid
 from bot.retention import completion_card as card
 from bot.retention import textline
 from bot.retention.completion_card import MARGIN, NAME_MAX, PAPER, WIDTH, CardLine
-from tests.conftest import LESSONS, LOCALES
+from tests.conftest import LOCALES, course_content
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 DAY = dt.date(2026, 12, 4)
@@ -39,7 +38,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-CONTENT = load_valid(LESSONS, LOCALES)
+CONTENT = course_content()
 
 
 def draw(language: str, name: str | None = "Ada", title: str | None = None) -> tuple[Image.Image, list[CardLine]]:

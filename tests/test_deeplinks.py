@@ -10,12 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.library.load import load_valid
 from bot.retention import deeplinks
 from bot.retention.deeplinks import OpenLesson, OpenReview, UnknownLink, Unusable
-from tests.conftest import LESSONS, LOCALES
+from tests.conftest import course_content
 
-CONTENT = load_valid(LESSONS, LOCALES)
+CONTENT = course_content()
 COURSE = CONTENT.english
 BOT = "autograd_course_bot"
 

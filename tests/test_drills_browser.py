@@ -14,13 +14,12 @@ import pytest
 
 from bot import lessontext
 from bot.i18n import I18n, _, ngettext, number
-from bot.library.load import load_valid
 from bot.render import piece_label
 from bot.webchat.local import LocalCourse, local_course
 from tests.browser import Phone, needs_chromium
-from tests.conftest import LESSONS, LOCALES, web_chat_config
+from tests.conftest import LOCALES, course_content, web_chat_config
 
-CONTENT = load_valid(LESSONS, LOCALES)
+CONTENT = course_content()
 I18N = I18n(LOCALES)
 TIMEOUT = 10_000  # ms for the bot to answer a tap
 

@@ -19,11 +19,10 @@ from bot import drills
 from bot.course import runner_checks
 from bot.course.model import ChoiceDrill, ParsonsDrill, program
 from bot.drills import Reason
-from bot.library.load import load_valid
 from runner.client import RunnerClient, RunnerConfig
-from tests.conftest import LESSONS, LOCALES
+from tests.conftest import course_content
 
-CONTENT = load_valid(LESSONS, LOCALES)
+CONTENT = course_content()
 ENGLISH = CONTENT.english
 PARSONS = {(lesson.id, d.id): d for lesson in ENGLISH.lessons for d in lesson.drills if isinstance(d, ParsonsDrill)}
 CHOICES = {(lesson.id, d.id): d for lesson in ENGLISH.lessons for d in lesson.drills if isinstance(d, ChoiceDrill)}

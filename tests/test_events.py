@@ -14,16 +14,15 @@ import pytest
 from bot import events
 from bot.changes import Event
 from bot.learner import EventKind
-from bot.library.load import load_valid
 from bot.storage.db import Database
-from tests.conftest import LESSONS, LOCALES, peek
+from tests.conftest import course_content, peek
 from tests.journey import send_and_wait, solve_drills, tap_and_wait_edit, tap_and_wait_message
 from tests.outcomes import stored
 from tests.test_storage import rows
 
 START = dt.datetime(2026, 3, 1, 9, 0, tzinfo=dt.UTC)
 USER = 4242
-CONTENT = load_valid(LESSONS, LOCALES)
+CONTENT = course_content()
 FIRST = CONTENT.english.lessons[0]
 
 

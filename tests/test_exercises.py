@@ -18,14 +18,13 @@ import pytest_asyncio
 
 from bot.authoring import proof
 from bot.course import runner_checks
-from bot.library.load import load_valid
 from runner.client import CHECK_KINDS
-from tests.conftest import LESSONS, LOCALES
+from tests.conftest import course_content
 from tests.runner_cases.helpers import start_pool
 
 shared_pool = pytest.mark.asyncio(loop_scope="module")  # the runner tests share one pool
 
-COURSE = load_valid(LESSONS, LOCALES).english
+COURSE = course_content().english
 LESSON_IDS = [lesson.id for lesson in COURSE.lessons]
 SEED = 7  # the wrong answers below are graded on one fixed seed
 

@@ -9,13 +9,12 @@ import pytest
 from bot import feedback, mistakes, render
 from bot.course import runner_checks
 from bot.i18n import I18n
-from bot.library.load import load_valid
 from bot.telegram_rules.limits import MESSAGE_TEXT_MAX
 from bot.telegram_rules.text import visible_length
 from runner.client import CheckOutcome, RunResult
-from tests.conftest import LESSONS, LOCALES
+from tests.conftest import LOCALES, course_content
 
-CONTENT = load_valid(LESSONS, LOCALES)
+CONTENT = course_content()
 COURSE = CONTENT.english
 GRAD = COURSE.lesson("grad").exercise
 I18N = I18n(LOCALES)

@@ -22,16 +22,15 @@ import pytest_asyncio
 
 from bot import feedback
 from bot.course import runner_checks
-from bot.library.load import load_valid
 from runner.client import SOURCE_CHECK_KINDS, RunnerClient, RunnerConfig, RunResult
-from tests.conftest import LESSONS, LOCALES
+from tests.conftest import course_content
 
 pytestmark = [
     pytest.mark.asyncio(loop_scope="module"),
     pytest.mark.skipif(shutil.which("bwrap") is None, reason="the runner's sandbox needs bubblewrap"),
 ]
 
-COURSE = load_valid(LESSONS, LOCALES).english
+COURSE = course_content().english
 LESSON_IDS = [lesson.id for lesson in COURSE.lessons]
 
 

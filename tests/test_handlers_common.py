@@ -14,13 +14,12 @@ from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Message
 from bot import render
 from bot.handlers.common import shows
 from bot.i18n import I18n
-from bot.library.load import load_valid
 from bot.localapi.text import format_text
 from bot.navigation import Place
 from bot.safehtml import Html
-from tests.conftest import LESSONS, LOCALES
+from tests.conftest import LOCALES, course_content
 
-CONTENT = load_valid(LESSONS, LOCALES)
+CONTENT = course_content()
 I18N = I18n(LOCALES)
 
 

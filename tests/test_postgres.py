@@ -32,7 +32,6 @@ from bot.cli import main
 from bot.config import Config
 from bot.errors import StorageError
 from bot.learner import EventKind, ReaderView, SentPoll
-from bot.library.load import load_valid
 from bot.storage.backend import PURGE_LOCK
 from bot.storage.db import Database
 from bot.storage.migrations import MIGRATIONS
@@ -40,14 +39,14 @@ from bot.storage.retention import Claim, RetentionStore
 from bot.storage.sending import SharedBudget
 from tests import test_replay as replay
 from tests.botprocess import BotProcess, bot_env, wait_until
-from tests.conftest import LESSONS, LOCALES, ROOT, peek, running
+from tests.conftest import ROOT, course_content, peek, running
 from tests.journey import answer_quiz, position, read_slides, send_and_wait, solve_drills, tap_and_wait_edit
 from tests.outcomes import stored
 from tests.pg import free_port
 
 T0 = dt.datetime(2030, 5, 1, 12, 0, tzinfo=dt.UTC)
 USER, OTHER = 5001, 5002
-COURSE = load_valid(LESSONS, LOCALES).english
+COURSE = course_content().english
 
 MIGRATE = """
 import asyncio, logging, sys

@@ -21,13 +21,12 @@ import sqlite3
 import pytest
 import pytest_asyncio
 
-from bot.library.load import load_valid
 from tests import engine, readme
-from tests.conftest import LESSONS, LOCALES
+from tests.conftest import course_content
 from tests.journey import answer_quiz, button_texts, read_slides, send_and_wait, tap_and_wait_edit
 from tests.standin import BotApiStandin
 
-COURSE = load_valid(LESSONS, LOCALES).english
+COURSE = course_content().english
 # The first start imports torch and proves the sandbox's isolation inside the container.
 START_S = 180
 MONITORING_PORT = 9464  # the image's COURSEBOT_MONITORING

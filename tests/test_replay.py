@@ -26,10 +26,9 @@ import pytest
 
 from bot.app import CourseBot
 from bot.config import Config
-from bot.library.load import load_valid
 from bot.stats.query import Filters, read
 from bot.storage.engine import utc_now
-from tests.conftest import LESSONS, LOCALES, running
+from tests.conftest import course_content, running
 from tests.journey import (
     answer_quiz,
     correct_option,
@@ -44,7 +43,7 @@ from tests.journey import (
     tap_data_and_wait_edit,
 )
 
-COURSE = load_valid(LESSONS, LOCALES).english
+COURSE = course_content().english
 LESSON = COURSE.lessons[0]
 
 # The tables a learner's updates write, and the columns that differ between two clean runs (ids Telegram or the

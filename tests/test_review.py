@@ -13,10 +13,9 @@ import pytest
 from fsrs import Rating, Scheduler, State
 
 from bot.course.model import ChoiceDrill, ParsonsDrill
-from bot.library.load import load_valid
 from bot.retention import review
 from bot.retention.review import CardKey, ItemKind, ReviewCard, ReviewEntry
-from tests.conftest import LESSONS, LOCALES
+from tests.conftest import course_content
 
 T0 = dt.datetime(2026, 3, 2, 18, 30, 15, tzinfo=dt.UTC)
 KEY = CardKey("backward", ItemKind.QUESTION, "what-backward-does")
@@ -28,7 +27,7 @@ def days(card: ReviewCard, since: dt.datetime) -> float:
 
 
 def test_every_quick_check_question_and_every_drill_of_the_course_is_a_card() -> None:
-    english = load_valid(LESSONS, LOCALES).english
+    english = course_content().english
     for lesson in english.lessons:
         keys = review.lesson_cards(lesson)
         assert [k.item for k in keys if k.kind == ItemKind.QUESTION] == [q.id for q in lesson.quiz]

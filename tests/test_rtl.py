@@ -13,10 +13,9 @@ import pytest
 from bot import render
 from bot.bidi import LRI, PDI
 from bot.i18n import I18n
-from bot.library.load import load_valid
-from tests.conftest import LESSONS, LOCALES
+from tests.conftest import LOCALES, course_content
 
-CONTENT = load_valid(LESSONS, LOCALES)
+CONTENT = course_content()
 I18N = I18n(LOCALES)
 ARABIC = CONTENT.course("ar")
 LESSON = ARABIC.lesson("grad")

@@ -14,11 +14,11 @@ import pytest
 
 from bench import events
 from bot.cli import main
-from bot.library.load import load_valid
 from bot.stats import html, query, report, text
+from tests.conftest import course_content
 
 ROOT = Path(__file__).resolve().parent.parent
-CONTENT = load_valid(ROOT / "lessons", ROOT / "locales")
+CONTENT = course_content()
 LESSON = CONTENT.english.lessons[0]  # requires-grad: 13 slides, 3 questions, an exercise with 4 checks
 SLIDES = [slide.id for slide in LESSON.slides]
 START = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)

@@ -7,14 +7,13 @@ import sqlite3
 from pathlib import Path
 
 from bench import events
-from bot.library.load import load_valid
 from bot.stats import html, query, report
 from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, distinct_bytes, needs_chromium
-from tests.conftest import LESSONS, LOCALES
+from tests.conftest import course_content
 
 pytestmark = needs_chromium
 
-CONTENT = load_valid(LESSONS, LOCALES)
+CONTENT = course_content()
 DESKTOP = {"width": 1000, "height": 900}
 
 

@@ -16,15 +16,14 @@ import pytest
 import yaml
 
 from bot.course.model import Question, Slide
-from bot.library.load import load_valid
 from bot.storage.db import Database
 from bot.storage.migrations import MIGRATIONS
 from tests import schema2
-from tests.conftest import LESSONS, LOCALES, running, with_lessons
+from tests.conftest import LESSONS, course_content, running, with_lessons
 from tests.journey import button_texts, position, send_and_wait, tap_and_wait_edit
 from tests.test_storage import rows
 
-ENGLISH = load_valid(LESSONS, LOCALES).english
+ENGLISH = course_content().english
 ADA, BOB, CYD, DEE = 9001, 9002, 9003, 9004
 
 

@@ -21,12 +21,11 @@ from telegram import Bot, Update
 from bot import updates
 from bot.app import LONG_POLL_SECONDS
 from bot.errors import StorageError
-from bot.library.load import load_valid
 from bot.storage.db import Database
 from bot.storage.migrations import MIGRATIONS
 from bot.updates import LEASE, MAX_CRASHES, REMEMBER_HANDLED, Inbox, Polling
 from tests.botprocess import BotProcess, RunnerProcess, bot_env, wait_until
-from tests.conftest import LESSONS, LOCALES, running
+from tests.conftest import course_content, running
 from tests.journey import (
     answer_quiz,
     correct_option,
@@ -41,7 +40,7 @@ from tests.journey import (
     tap_data_and_wait_edit,
 )
 
-COURSE = load_valid(LESSONS, LOCALES).english
+COURSE = course_content().english
 T0 = dt.datetime(2030, 5, 1, 12, 0, tzinfo=dt.UTC)
 
 

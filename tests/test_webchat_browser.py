@@ -15,13 +15,12 @@ from pathlib import Path
 import pytest
 
 from bot.config import Config
-from bot.library.load import load_valid
 from bot.webchat.learners import learners
 from bot.webchat.local import LocalCourse, local_course
 from tests.browser import Phone, needs_chromium
-from tests.conftest import LESSONS, LOCALES, web_chat_config
+from tests.conftest import LESSONS, LOCALES, course_content, web_chat_config
 
-COURSE = load_valid(LESSONS, LOCALES)
+COURSE = course_content()
 LESSON = COURSE.english.lessons[0]
 ARABIC = COURSE.course("ar").lessons[0]
 TIMEOUT = 10_000  # ms for the bot to answer a tap

@@ -18,14 +18,13 @@ import telegram
 from telegram.constants import ChatAction, ParseMode
 
 from bot.course.phone_width import CODE_LINE_MAX
-from bot.library.load import load_valid
 from bot.webchat.local import LocalCourse, local_course
 from tests.browser import CHROMIUM, CHROMIUM_ARGS, PHONE, Phone, needs_chromium
-from tests.conftest import LESSONS, LOCALES, web_chat_config
+from tests.conftest import course_content, web_chat_config
 from tests.images import png
 
 pytestmark = needs_chromium
-COURSE = load_valid(LESSONS, LOCALES)
+COURSE = course_content()
 TIMEOUT = 10_000  # ms for the bot to answer
 
 # Row count, left edges and caret columns of code lines, measured in the page.

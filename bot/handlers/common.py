@@ -160,7 +160,8 @@ async def carry_out(
     Commit, then send: a replay of the update after a crash sends the stored replies not known to be sent, and
     never decides again (bot.updates.PerLearnerOrder). A screen edited into the tapped message is known to show
     there before it is sent, so the learner's message edited in place is stored with the outcome; a new message
-    is known once sent, and its mark as sent notes it (the one write after the commit).
+    is known once sent, and its mark as sent notes it (a write after the commit when it becomes the message edited
+    in place or another reply follows it; the last one is left to the inbox's handled mark: bot.handlers.outbox).
     ``feature`` names the fault points passed (bot.faults): ``<feature>:stored`` and ``<feature>:shown``.
     ``kept`` False sends the replies without keeping them: for an update that goes on after them with steps of its
     own that a replay must take again (a Quick Check's first poll), so a replay runs its flow again.

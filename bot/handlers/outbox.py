@@ -16,6 +16,7 @@ import json
 import logging
 import sqlite3
 from collections.abc import Sequence
+from contextvars import ContextVar
 
 from telegram import Bot, InlineKeyboardMarkup, LinkPreviewOptions, Message, Update
 from telegram.constants import ParseMode
@@ -151,6 +152,21 @@ async def deliver(bot: Bot, reply: Reply, tapped: Message | None = None) -> int:
             return reply.message_id
 
 
+# A new message sent and not marked yet: (update, position, user, message). It is marked just before the update's
+# next reply goes out; if none does, never: once its update is handled (the inbox's own write, which comes anyway) it
+# is never replayed. So a graded run's verdict costs no write after its commit, and a kill still repeats at most one
+# message: the last one sent, whose mark was still to come.
+_unmarked: ContextVar[tuple[int, int, int, int] | None] = ContextVar("unmarked", default=None)
+
+
+async def _mark_last(services: Services) -> None:
+    held = _unmarked.get()
+    if held is not None:
+        _unmarked.set(None)
+        update_id, position, user_id, message_id = held
+        await services.db.reply_sent(update_id, position, user_id, message_id, None)
+
+
 async def send_stored(
     services: Services,
     bot: Bot,
@@ -159,18 +175,24 @@ async def send_stored(
     replies: Sequence[StoredReply],
     tapped: Message | None = None,
 ) -> tuple[int, ...]:
-    """Send, in order, the replies not marked sent, marking each one sent that needs it (``marked``); return the ids
-    of the messages showing each reply (sent ones included). Without ``update_id`` (an update that did not come
-    through the inbox) nothing was stored, and nothing is marked."""
+    """Send, in order, the replies not marked sent, marking each one sent that needs it (``marked``: a new message
+    just before the next reply goes out, see ``_unmarked``); return the ids of the messages showing each reply (sent
+    ones included). Without ``update_id`` (an update that did not come through the inbox) nothing was stored, and
+    nothing is marked."""
     shown: list[int] = []
     for stored_reply in replies:
         reply = stored_reply.reply
         if stored_reply.sent and stored_reply.shown is not None:
             shown.append(stored_reply.shown)
             continue
+        await _mark_last(services)
         message_id = await deliver(bot, reply, tapped)
         if update_id is not None and marked(reply, message_id):
-            await services.db.reply_sent(update_id, stored_reply.position, user_id, message_id, reply.reader)
+            if reply.kind is ReplyKind.SEND and reply.reader is None:
+                _unmarked.set((update_id, stored_reply.position, user_id, message_id))
+            else:
+                # Marked at once: the learner's next update reads the message edited in place.
+                await services.db.reply_sent(update_id, stored_reply.position, user_id, message_id, reply.reader)
         if reply.supersedes and reply.kind is ReplyKind.SEND and reply.buttons is not None:
             services.superseded_keyboards[user_id] = message_id
         shown.append(message_id)

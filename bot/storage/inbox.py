@@ -11,6 +11,14 @@ from bot.storage.engine import Engine, timestamp
 MARK_HANDLED = (
     "UPDATE inbox SET state = 'handled', payload = NULL, handled_at = ? WHERE update_id = ? AND state = 'pending'"
 )
+RENEW_CLAIMS = (
+    "UPDATE inbox SET lease_until = ? WHERE update_id IN"
+    " (SELECT update_id FROM inbox WHERE owner = ? AND state = 'pending')"
+)
+RENEW_CLAIMS_SKIP_LOCKED = (
+    "UPDATE inbox SET lease_until = ? WHERE update_id IN"
+    " (SELECT update_id FROM inbox WHERE owner = ? AND state = 'pending' FOR UPDATE SKIP LOCKED)"
+)
 
 
 class InboxQueries(Engine):
@@ -130,12 +138,8 @@ class InboxQueries(Engine):
         process's own other transaction) or taken over, and locking the rest in another order than that transaction
         deadlocked the two (one then failed, and the claims it was renewing could lapse under a live owner).
         """
-        skip_locked = " FOR UPDATE SKIP LOCKED" if self.backend.name == "postgresql" else ""
-        return await self._write_one(
-            "UPDATE inbox SET lease_until = ? WHERE update_id IN"
-            f" (SELECT update_id FROM inbox WHERE owner = ? AND state = 'pending'{skip_locked})",
-            (timestamp(lease_until), owner),
-        )
+        renew = RENEW_CLAIMS_SKIP_LOCKED if self.backend.name == "postgresql" else RENEW_CLAIMS
+        return await self._write_one(renew, (timestamp(lease_until), owner))
 
     async def give_up_update(self, update_id: int, now: dt.datetime) -> None:
         """Mark a pending update abandoned: it is never handled."""

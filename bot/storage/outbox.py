@@ -8,8 +8,9 @@ and sends those not marked sent, instead of deciding again over a state the upda
 
 An edit is not marked when it went where it was stored to go: sent again, it changes nothing (Telegram refuses an
 edit to the same text and buttons), so a replay may send it again at no cost. A new message is marked: sent again,
-it would be a second message (Telegram's methods are not idempotent), so only a crash between sending it and marking
-it sends it twice.
+it would be a second message (Telegram's methods are not idempotent). It is marked just before the update's next
+reply goes out (at once if it becomes the message edited in place), or never if it was the last: its update, once
+handled, is never replayed. So only the last new message sent before a crash may go out twice.
 """
 
 from __future__ import annotations
