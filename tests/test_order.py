@@ -80,6 +80,15 @@ def freeze(bot: CourseBot, update_ids: set[int]) -> asyncio.Event:
     return thaw
 
 
+async def handled_by(bot: CourseBot, update_id: int, timeout: float = 5.0) -> None:
+    """Wait until ``update_id`` is marked handled by ``bot`` (the mark is written in a batch, after its last work)."""
+    for _ in range(int(timeout / 0.05)):
+        if await inbox_row(bot.db, update_id) == ("handled", bot.app.inbox.owner):
+            return
+        await asyncio.sleep(0.05)
+    assert await inbox_row(bot.db, update_id) == ("handled", bot.app.inbox.owner)
+
+
 async def inbox_row(db: Database, update_id: int) -> tuple[object, ...]:
     rows = await peek(db, f"SELECT state, owner FROM inbox WHERE update_id = {update_id}")
     return rows[0] if rows else ()
@@ -120,8 +129,7 @@ async def _frozen_then_thawed(standin, ada, a, b, first, thaw, caplog) -> None:
     assert COURSE.title in menu.get("text", ""), [m.get("text") for m in ada.messages]
     await ada.wait_message(lambda m: m["message_id"] > menu["message_id"], since=since, timeout=LEASE * 5)
     assert f"took over update {first}" in caplog.text or "taking over 1 updates" in caplog.text
-    await b.app.inbox.flush()
-    assert await inbox_row(b.db, first) == ("handled", b.app.inbox.owner)
+    await handled_by(b, first)
     answered = [m["message_id"] for m in ada.messages if m["from"]["is_bot"]]
     assert len(answered) == 2
     # A wakes: its /start is someone else's now.

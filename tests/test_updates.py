@@ -311,10 +311,10 @@ async def test_marks_that_fail_while_the_database_is_away_are_written_once_it_is
     real = db.updates_handled
     failures = [StorageError("the database postgresql://... failed: server closed the connection")] * 2
 
-    async def flaky(update_ids, now):
+    async def flaky(update_ids, now, **owner):
         if failures:
             raise failures.pop()
-        await real(update_ids, now)
+        await real(update_ids, now, **owner)
 
     monkeypatch.setattr(db, "updates_handled", flaky)
     inbox = Inbox(db, clock=lambda: T0)
