@@ -313,7 +313,9 @@ async def test_an_answer_that_takes_longer_than_60_s_counts_as_a_failure_and_the
     await receiver.wait(lambda: len(receiver.deliveries) == 2, timeout=5)
     first, second = receiver.deliveries
     assert first.update["update_id"] == second.update["update_id"] == update_id
-    assert 60 * scale - 0.05 <= second.at - first.at < 60 * scale + 0.5  # timed from the send, not the arrival
+    # Timed from the send, not the arrival: the first delivery's arrival here lags its send (by 50 ms and more on a
+    # loaded machine), so the gap between the two arrivals is only bounded below by most of the wait.
+    assert 60 * scale * 0.75 <= second.at - first.at < 60 * scale + 0.5
     release.set()
     await standin.settle()
     assert standin.updates.pending_count == 0

@@ -186,7 +186,13 @@ async def send_stored(
             shown.append(stored_reply.shown)
             continue
         await _mark_last(services)
-        message_id = await deliver(bot, reply, tapped)
+        try:
+            message_id = await deliver(bot, reply, tapped)
+        except TelegramError:
+            if reply.kind is ReplyKind.EDIT and reply.reader is not None and reply.message_id is not None:
+                # Stored before it was sent, the learner's view says the message shows this screen; it does not.
+                await services.db.reader_not_shown(user_id, reply.message_id)
+            raise
         if update_id is not None and marked(reply, message_id):
             if reply.kind is ReplyKind.SEND and reply.reader is None:
                 _unmarked.set((update_id, stored_reply.position, user_id, message_id))

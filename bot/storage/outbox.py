@@ -127,3 +127,11 @@ class OutboxQueries(Engine):
                 )
 
         await self._transaction(mark)
+
+    async def reader_not_shown(self, user_id: int, message_id: int) -> None:
+        """Forget what the learner's message edited in place shows: a reply meant to show it there failed, so the
+        stored view is not what the learner sees (their next tap on it is not a double tap: it edits again)."""
+        await self._write_one(
+            "UPDATE learners SET reader_view = NULL, updated_at = ? WHERE user_id = ? AND reader_message_id = ?",
+            (self._now(), user_id, message_id),
+        )
