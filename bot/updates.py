@@ -44,9 +44,9 @@ T = TypeVar("T")
 # suspect: the next start handles it alone, watching it for WATCH_ALONE seconds. If the bot dies meanwhile MAX_CRASHES
 # times, the update is taken to crash it: it is given up and logged. (Many crashes find it pending before that.)
 MAX_CRASHES = 2
-# A learner's update waiting for an earlier one at another replica asks again every tenth of a lease, at most every
+# A learner's update waiting for an earlier one at another replica asks again every 30th of a lease, at most every
 # ORDER_POLL seconds, and goes ahead out of order (logged) after ORDER_WAIT leases (bot.updates.Inbox.earlier_first).
-ORDER_POLL, ORDER_WAIT = 0.5, 2
+ORDER_POLL, ORDER_WAIT = 0.1, 2
 WATCH_ALONE = 5.0
 # Telegram keeps an unconfirmed update for 24 hours, so no redelivery comes later than that; handled ids are kept
 # twice as long. (After a week without updates Telegram may start ids anywhere, even below old ones.)
@@ -331,7 +331,7 @@ class Inbox:
             log.info("update %s of learner %s waits for update %s at %s", update.update_id, learner, earlier_id, owner)
         self._started.discard(update.update_id)
         # Its owner marks it handled soon after handling it; a lapsing lease is looked at as it lapses.
-        step = min(self._lease.total_seconds() / 10, ORDER_POLL)
+        step = min(self._lease.total_seconds() / 30, ORDER_POLL)
         return max(0.01, min(step, lease_left.total_seconds() + 0.01))
 
     def skip_turn(self, update: object) -> bool:
