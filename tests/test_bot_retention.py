@@ -267,7 +267,10 @@ async def test_ten_thousand_due_reminders_go_out_under_the_limit_and_every_429_i
         standin.learner(user_id)._state.known = True  # as if each had written to the bot once
     async with bot_on(config, clock) as bot:
         now = int(clock.now.timestamp())
-        conn = sqlite3.connect(config.db_path, timeout=60)  # the bot may be writing as it starts
+        # The bot may be writing as it starts: take the write lock first (BEGIN IMMEDIATE waits for it), since a
+        # deferred transaction's first insert can meet a newer snapshot and fail at once, without waiting.
+        conn = sqlite3.connect(config.db_path, timeout=60, isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
         with conn:
             conn.executemany(
                 "INSERT INTO learners (user_id, chat_id, created_at, updated_at, reminders, remind_at)"

@@ -237,7 +237,9 @@ class RetentionStore:
         """
         claimed: list[Claim] = []
         async with self._db._write() as conn:
-            for claim, remind_at, status in claims:
+            # In learner order: two replicas sweeping at once claim overlapping learners, and rows locked in one
+            # order never wait on each other in a cycle (PostgreSQL found such a deadlock on reminders_sent).
+            for claim, remind_at, status in sorted(claims, key=lambda item: (item[0].user_id, item[0].day)):
                 claimed_now = await conn.execute(
                     "INSERT INTO reminders_sent (user_id, day, snoozed, claimed_at) VALUES (?, ?, ?, ?)"
                     " ON CONFLICT DO NOTHING",
