@@ -174,3 +174,20 @@ class RunnerProcess:
         except TimeoutError:
             process.kill()
             await process.wait()
+
+
+def replicas_on(standin, pg_url: str, folder: Path, count: int = 2) -> list[BotProcess]:
+    """Return ``count`` bot processes (not started) that share the PostgreSQL database ``pg_url``, each with its own
+    control socket and log in ``folder``."""
+    return [
+        BotProcess(
+            bot_env(
+                standin,
+                folder / f"unused{n}.sqlite3",
+                COURSEBOT_DB=pg_url,
+                COURSEBOT_CONTROL_SOCKET=str(folder / f"control{n}.sock"),
+            ),
+            folder / f"bot{n}.log",
+        )
+        for n in range(1, count + 1)
+    ]

@@ -38,7 +38,7 @@ from bot.storage.migrations import MIGRATIONS
 from bot.storage.retention import Claim, RetentionStore
 from bot.storage.sending import SharedBudget
 from tests import test_replay as replay
-from tests.botprocess import BotProcess, bot_env, wait_until
+from tests.botprocess import BotProcess, bot_env, replicas_on, wait_until
 from tests.conftest import ROOT, course_content, peek, running
 from tests.journey import answer_quiz, position, read_slides, send_and_wait, solve_drills, tap_and_wait_edit
 from tests.outcomes import stored
@@ -327,18 +327,7 @@ async def test_two_bot_processes_on_one_postgresql_answer_each_update_once_and_p
         await seed.updates_handled([1, 2], old)
     finally:
         await seed.close()
-    bots = [
-        BotProcess(
-            bot_env(
-                standin,
-                tmp_path / f"unused{n}.sqlite3",
-                COURSEBOT_DB=pg_url,
-                COURSEBOT_CONTROL_SOCKET=str(tmp_path / f"control{n}.sock"),
-            ),
-            tmp_path / f"bot{n}.log",
-        )
-        for n in (1, 2)
-    ]
+    bots = replicas_on(standin, pg_url, tmp_path)
     try:
         await asyncio.gather(*(bot.start() for bot in bots))
         await asyncio.gather(*(bot.wait_polling() for bot in bots))

@@ -30,7 +30,7 @@ from bot.retention.bulk_sender import MESSAGES_PER_SECOND, Delivery, LocalBudget
 from bot.storage.db import Database
 from bot.storage.sending import SharedBudget
 from bot.sweep import Outgoing, ReminderSweep, SweepReport, send_budget, telegram_send
-from tests.botprocess import BotProcess, bot_env, wait_until
+from tests.botprocess import replicas_on, wait_until
 from tests.conftest import LESSONS, LOCALES
 from tests.test_bulk_sender import busiest_second
 
@@ -294,18 +294,7 @@ async def test_two_bot_processes_send_each_due_reminder_once_from_one_budget(sta
         )
     for user in learners:
         standin.learner(user)._state.known = True
-    bots = [
-        BotProcess(
-            bot_env(
-                standin,
-                tmp_path / f"unused{n}.sqlite3",
-                COURSEBOT_DB=pg_url,
-                COURSEBOT_CONTROL_SOCKET=str(tmp_path / f"control{n}.sock"),
-            ),
-            tmp_path / f"bot{n}.log",
-        )
-        for n in (1, 2)
-    ]
+    bots = replicas_on(standin, pg_url, tmp_path)
 
     def reminded() -> list[int]:
         return [call.params["chat_id"] for call in standin.calls_to("sendMessage") if call.ok]
