@@ -108,7 +108,11 @@ def build_application(config: Config, services: Services) -> CourseApplication:
         .base_file_url(config.api_base_url.rstrip("/") + "/file/bot")
         .rate_limiter(
             CourseRateLimiter(
-                services.metrics, overall_max_rate=config.messages_per_second, max_retries=config.max_retries
+                services.metrics,
+                # A reply of an update another replica took over is that one's to send.
+                guard=inbox.guard,
+                overall_max_rate=config.messages_per_second,
+                max_retries=config.max_retries,
             )
         )
         .concurrent_updates(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeAlias
 
 from telegram.ext import AIORateLimiter
@@ -18,11 +18,16 @@ _RESPONSES = frozenset({"editMessageText", "editMessageReplyMarkup", "answerCall
 
 
 class CourseRateLimiter(AIORateLimiter):
-    """PTB's AIORateLimiter, with responses to a tap kept out of the broadcast bucket, counting its retries."""
+    """PTB's AIORateLimiter, with responses to a tap kept out of the broadcast bucket, counting its retries.
 
-    def __init__(self, metrics: Metrics, **options: Any) -> None:
+    ``guard`` runs before every call and may refuse it by raising: every call to Telegram passes here, so the one
+    check that the update a reply answers is still this process's (bot.updates.Inbox.guard) sits here.
+    """
+
+    def __init__(self, metrics: Metrics, guard: Callable[[], Awaitable[None]] | None = None, **options: Any) -> None:
         super().__init__(**options)
         self._metrics = metrics
+        self._guard = guard
 
     async def process_request(
         self,
@@ -34,6 +39,8 @@ class CourseRateLimiter(AIORateLimiter):
         rate_limit_args: int | None,
     ) -> ApiResult:
         """Limit a request like PTB does, leaving responses to a tap out of the overall bucket."""
+        if self._guard is not None:
+            await self._guard()
         if endpoint in _RESPONSES:
             # The limiter picks its buckets from chat_id alone; the request itself is unchanged.
             data = {key: value for key, value in data.items() if key != "chat_id"}

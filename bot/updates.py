@@ -29,7 +29,8 @@ from telegram.error import RetryAfter, TelegramError, TimedOut
 from telegram.ext import Application, BaseUpdateProcessor
 
 from bot.context import BotData, CourseContext
-from bot.errors import StorageError
+from bot.errors import ClaimLost, StorageError
+from bot.logs import UPDATE_ID
 from bot.storage.db import Database
 
 log = logging.getLogger(__name__)
@@ -123,6 +124,10 @@ class Inbox:
         self._started: set[int] = set()
         self._ahead: set[int] = set()
         self._waiting: dict[int, dt.datetime] = {}  # update id -> since when it waits for an earlier one
+        # When the last renewal of this process's claims began (its leases run from then), and the updates found
+        # taken over by another process while this one still had work for them (guard).
+        self._renewed_at = clock()
+        self._lost: set[int] = set()
 
     async def accept(self, updates: Sequence[Update], payloads: Sequence[str] | None = None) -> list[Update]:
         """Store ``updates`` on disk; return, in order, those not seen before, now expected to be handled.
@@ -182,7 +187,15 @@ class Inbox:
     async def keep_once(self, bot: Bot, queue: asyncio.Queue[object]) -> int:
         """Renew this process's claims, then hand ``queue`` the updates whose lease ran out; return how many."""
         try:
-            await self._db.renew_claims(self.owner, self._clock() + self._lease)
+            began = self._clock()
+            lapsed = self._may_have_lapsed(began)
+            await self._db.renew_claims(self.owner, began + self._lease)
+            if lapsed:
+                # This process stood still (frozen, or its database away) past a lease: its claims may have been
+                # taken over meanwhile, and the renewal renewed only those still its own.
+                under_way = list(self._work)
+                self._lost.update(set(under_way) - await self._db.claims_held(under_way, self.owner))
+            self._renewed_at = began
             return await self._take_over(bot, queue, at_start=False)
         except (sqlite3.Error, StorageError):
             # The next round tries again; meanwhile this process's claims may lapse: at least once, never lost.
@@ -341,6 +354,35 @@ class Inbox:
         self._ahead.discard(update.update_id)
         return True
 
+    def _may_have_lapsed(self, now: dt.datetime) -> bool:
+        # Renewed every third of a lease: half a lease since the last renewal began means this process stalled,
+        # and a claim of its own may lapse (or have lapsed) under it before the next renewal.
+        return now - self._renewed_at >= self._lease / 2
+
+    async def guard(self) -> None:
+        """Before a call to Telegram made for the update being handled (bot.logs.UPDATE_ID): raise ClaimLost if
+        another process took that update over, so that it is shown once, by that process.
+
+        A replica frozen past its lease (SIGSTOP, a stalled host) wakes up in the middle of its updates, while
+        the replica that took them over sends their replies; without this it would send them a second time. The
+        write of an update is checked too (bot.storage.outcomes), but replies go out after it. Free while this
+        process renews its claims in time; otherwise one read per call until it does again.
+        """
+        update_id = UPDATE_ID.get()
+        if not self._shared or update_id is None or update_id not in self._work:
+            return
+        if update_id in self._lost:
+            raise ClaimLost(f"update {update_id} was taken over by another process; its reply is left to that one")
+        if not self._may_have_lapsed(self._clock()):
+            return
+        try:
+            held = await self._db.claims_held([update_id], self.owner)
+        except (sqlite3.Error, StorageError):
+            return  # cannot tell; nobody takes an update over without the database either
+        if update_id not in held:
+            self._lost.add(update_id)
+            raise ClaimLost(f"update {update_id} was taken over by another process; its reply is left to that one")
+
     def handled_again(self, update: object) -> bool:
         """Whether ``update`` is being handled again (replayed, or taken over): it may have stored its replies."""
         return isinstance(update, Update) and update.update_id in self._again
@@ -363,6 +405,8 @@ class Inbox:
             return
         del self._work[update_id]
         self._again.discard(update_id)
+        # One taken over is marked handled by its new owner (the handled mark checks the owner: _write_handled).
+        self._lost.discard(update_id)
         self._updates.pop(update_id, None)
         self._started.discard(update_id)
         finished = self._finished.get(update_id)

@@ -178,6 +178,7 @@ class RecordingStandin(BotApiStandin):
         self.made: dict[int, Made] = {}
         self._waiting: dict[int, list[Made]] = defaultdict(list)  # chat id -> updates not yet answered
         self.sends: dict[int, list[str]] = defaultdict(list)  # chat id -> content of each message the bot sent
+        self.sent_at: dict[int, list[float]] = defaultdict(list)  # chat id -> when each of those was sent
 
     def push_update(self, update: dict) -> int | None:
         update_id = super().push_update(update)
@@ -205,6 +206,7 @@ class RecordingStandin(BotApiStandin):
             made.answered_at = now
         if method in SENDS:
             self.sends[chat_id].append(_content(method, params))
+            self.sent_at[chat_id].append(now)
 
 
 def _content(method: str, params: dict) -> str:
@@ -690,6 +692,14 @@ async def check(
     # Duplicate replies.
     duplicates = sum(len(sent) - len(set(sent)) for sent in standin.sends.values())
     figures.duplicate_replies = duplicates + len(standin.answered_again)
+    repeated = [
+        f"chat {chat} at {at[n] - faults.t0:.1f} s (first at {at[sent.index(c)] - faults.t0:.1f} s): {c[:90]}"
+        for chat, sent in standin.sends.items()
+        if (at := standin.sent_at[chat])
+        for n, c in enumerate(sent)
+        if sent.index(c) != n
+    ]
+    repeated += [f"answered again: {call.describe()[:120]}" for call in standin.answered_again]
     figures.sorry_replies = sum("Sorry, something went wrong" in c for sent in standin.sends.values() for c in sent)
 
     # Faults and recovery.
@@ -751,6 +761,7 @@ async def check(
         # Starting a drill "over" is how CourseTaker moves on to the next one; the other detours say a reply was late.
         "detours": [d for lr in learners for d in lr.detours if "starts drill" not in d][:20],
         "refused_calls": [c.describe() for c in standin.errors()][:20],
+        "duplicate_replies": repeated[:60],
         "load_average": os.getloadavg()[0],
     }
     return Result(figures, problems, details)

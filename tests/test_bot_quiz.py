@@ -15,7 +15,7 @@ from bot import lessontext, render, shuffle
 from bot.handlers import quiz as quiz_handlers
 from bot.i18n import I18n, _
 from bot.shuffle import new_seed, option_order
-from tests.conftest import LOCALES, course_content
+from tests.conftest import LOCALES, course_content, peek
 from tests.journey import button_texts, read_slides, send_and_wait, tap_and_wait_edit, tap_and_wait_message
 
 CONTENT = course_content()
@@ -132,6 +132,50 @@ async def test_an_answer_to_a_poll_the_bot_never_recorded_still_counts_and_the_r
     assert shown_ids(second, FIRST.quiz[1])  # the round went on to the second question
     answer = (await bot.db.latest_answers(8210))[(FIRST.id, FIRST.quiz[0].id)]
     assert (answer.option_id, answer.correct) == (FIRST.quiz[0].correct_id, True)
+    assert standin.errors() == []
+
+
+@pytest.mark.parametrize("first_answered", ["the poll never recorded", "the poll sent again"])
+async def test_a_question_whose_poll_went_out_twice_is_answered_once(bot, standin, seeds, monkeypatch, first_answered):
+    # A replica killed between sendPoll and recording the poll leaves a poll the bot does not know of; the update
+    # handled again asks the question again (tests/test_scaleout.py saw it). Both polls stand in the chat, and the
+    # learner answers both: the question counts once, by the first answer given.
+    seeds += [5]
+    ada = standin.learner(user_id=8211)
+    last = await _last_slide(ada)
+    record = bot.db.poll_sent
+    lost: list[str] = []
+
+    async def lose_the_first(poll, message_id, sending=None):
+        if not lost:
+            lost.append(poll.poll_id)
+            return
+        await record(poll, message_id, sending)
+
+    monkeypatch.setattr(bot.db, "poll_sent", lose_the_first)
+    unknown = await tap_and_wait_message(ada, last, "Quick Check", is_poll)
+    intro = ada.message(last["message_id"])
+    again = await tap_and_wait_message(ada, intro, "Send the question again", is_poll)
+    assert ada.message(unknown["message_id"]) is not None  # never recorded, so not withdrawn: two polls to answer
+    question = FIRST.quiz[0]
+    right, wrong = unknown["poll"]["correct_option_ids"][0], again["poll"]["correct_option_ids"][0] + 1
+    polls = [(unknown, right), (again, wrong % len(question.options))]
+    if first_answered == "the poll sent again":
+        polls.reverse()
+    since = ada.cursor()
+    for poll, option in polls:
+        await ada.answer_poll(poll, option)
+    second = await ada.wait_message(lambda m: is_poll(m) and m["message_id"] > again["message_id"], since=since)
+    assert shown_ids(second, FIRST.quiz[1])  # the round went on to the second question
+    await standin.settle()
+    rows = await peek(bot.db, "SELECT question_id FROM quiz_answers WHERE user_id = 8211")
+    assert [row[0] for row in rows] == [question.id]
+    first_poll, first_option = polls[0]
+    answer = (await bot.db.latest_answers(8211))[(FIRST.id, question.id)]
+    assert answer.correct == (first_option == first_poll["poll"]["correct_option_ids"][0])
+    assert [m["message_id"] for m in ada.messages if is_poll(m) and m["message_id"] > again["message_id"]] == [
+        second["message_id"]
+    ]  # asked once: the second answer moved nothing
     assert standin.errors() == []
 
 

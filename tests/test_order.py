@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from telegram import Update
 
 from bot.app import CourseBot
 from bot.changes import Event
@@ -26,7 +27,9 @@ from bot.config import Config
 from bot.errors import ClaimLost
 from bot.learner import EventKind
 from bot.library.load import load_valid
+from bot.logs import UPDATE_ID
 from bot.storage.db import Database
+from bot.updates import Inbox
 from tests.botprocess import wait_until
 from tests.conftest import LESSONS, LOCALES, peek
 from tests.pg import free_port
@@ -173,3 +176,118 @@ async def test_an_update_whose_claim_was_taken_over_stores_nothing(store, shared
         if other is not frozen:
             await other.close()
         await frozen.close()
+
+
+async def test_a_replica_frozen_between_storing_and_sending_sends_nothing_once_another_took_the_update_over(
+    config, standin, pg_url, tmp_path, caplog
+):
+    # A stores the outcome of a tap on "Start the course" with its reply (the first slide, edited into the menu) in
+    # the outbox, then freezes before sending it. B takes the update over once A's lease lapsed and sends the stored
+    # reply. A wakes in the middle of sending it: the reply is B's now, and A's call never goes out
+    # (bot.updates.Inbox.guard): one edit, and one answer to the tap.
+    caplog.set_level(logging.INFO)
+    async with replicas(config, pg_url, tmp_path) as (a, b):
+        ada = standin.learner(user_id=7102)
+        await standin.set_webhook({"url": url(b), "secret_token": SECRET})
+        since = ada.cursor()
+        assert await ada.send("/start") is not None
+        menu = await ada.wait_message(since=since, timeout=10)
+        thaw, stored = asyncio.Event(), asyncio.Event()
+        frozen: list[int] = []
+        write = a.db.write_outcome
+
+        async def store_then_freeze(*args: Any, **kwargs: Any) -> Any:
+            written = await write(*args, **kwargs)
+            if kwargs.get("replies") and not frozen:
+                frozen.append(kwargs["update_id"])
+                stored.set()
+                await thaw.wait()
+            return written
+
+        a.db.write_outcome = store_then_freeze  # type: ignore[method-assign]
+        await a.app.inbox.close()  # frozen: its claims are no longer renewed
+        await standin.set_webhook({"url": url(a), "secret_token": SECRET})
+        edits = len(standin.calls_to("editMessageText"))
+        tap = ada.tap_nowait(menu, "Start the course").update_id
+        try:
+            await asyncio.wait_for(stored.wait(), 10)
+            assert frozen == [tap]
+            # B takes it over, then waits for the learner's lock, which A holds while it is frozen (as a SIGSTOPped
+            # replica's lock connection does, until it thaws or PostgreSQL ends its idle transaction).
+            await wait_until(lambda: "taking over 1 updates" in caplog.text, "B took the tap over", LEASE * 5)
+        finally:
+            thaw.set()
+        slide = await ada.wait_edit(menu["message_id"], timeout=10)
+        assert "Lesson 1" in slide.get("text", "")
+        await handled_by(b, tap)
+        await a.app.update_queue.join()
+        await a.app.inbox.flush()
+        assert len(standin.calls_to("editMessageText")) == edits + 1  # B's edit; A's never went out
+        assert len(standin.calls_to("answerCallbackQuery")) == 1
+        assert standin.errors() == []
+        assert f"update {tap} was taken over by another process" in caplog.text
+        assert await inbox_row(b.db, tap) == ("handled", b.app.inbox.owner)
+
+
+async def test_the_guard_costs_no_read_while_claims_are_renewed_and_refuses_a_call_for_an_update_taken_over(pg_url):
+    # Inbox.guard, which every call to Telegram passes (bot.ratelimit): free while this process renews its claims in
+    # time; after it stood still past half a lease, one read tells whether the update is still its own.
+    now = [T0]
+    a_db, b_db = await Database.open(pg_url, clock=lambda: now[0]), await Database.open(pg_url, clock=lambda: now[0])
+    a, b = Inbox(a_db, clock=lambda: now[0], lease=3.0), Inbox(b_db, clock=lambda: now[0], lease=3.0)
+    reads: list[list[int]] = []
+    held = a_db.claims_held
+
+    async def counted(update_ids: list[int], owner: str) -> set[int]:
+        reads.append(list(update_ids))
+        return await held(update_ids, owner)
+
+    a_db.claims_held = counted  # type: ignore[method-assign]
+    queue: asyncio.Queue[object] = asyncio.Queue()
+
+    async def guard(update_id: int) -> None:
+        token = UPDATE_ID.set(update_id)
+        try:
+            await a.guard()
+        finally:
+            UPDATE_ID.reset(token)
+
+    try:
+        await a.accept([message_update(51, 7301), message_update(52, 7302)])
+        await guard(51)
+        now[0] += dt.timedelta(seconds=1)
+        assert await a.keep_once(None, queue) == 0  # type: ignore[arg-type]
+        await guard(51)
+        assert reads == []  # renewed in time: no read
+        # A stands still 5 s (its lease is 3 s); B takes both updates over.
+        now[0] += dt.timedelta(seconds=5)
+        assert await b.keep_once(None, queue) == 2  # type: ignore[arg-type]
+        with pytest.raises(ClaimLost):
+            await guard(51)  # woken before its own renewal: one read finds it B's
+        assert reads == [[51]]
+        assert await a.keep_once(None, queue) == 0  # type: ignore[arg-type]
+        assert reads[-1] == [51, 52]  # the renewal after the stall asks which of its updates are still its own
+        for update_id in (51, 52):
+            with pytest.raises(ClaimLost):
+                await guard(update_id)
+        assert len(reads) == 2
+        await guard(99)  # a call for no update of this process's (a reminder, say) is never refused
+    finally:
+        await a_db.close()
+        await b_db.close()
+
+
+def message_update(update_id: int, user_id: int) -> Update:
+    return Update.de_json(
+        {
+            "update_id": update_id,
+            "message": {
+                "message_id": 1,
+                "date": 0,
+                "chat": {"id": user_id, "type": "private"},
+                "from": {"id": user_id, "is_bot": False, "first_name": "Ada"},
+                "text": "/help",
+            },
+        },
+        None,
+    )

@@ -381,7 +381,7 @@ async def test_poll_sent_is_the_awaited_poll_with_its_options_in_the_order_shown
     poll = SentPoll("poll-1", USER, "grad", "q-one", ("c", "a", "d", "b"))
     await db.poll_sent(poll, message_id=10)
     assert (await db.find_learner(USER)).quiz_poll_id == "poll-1"
-    assert await db.answered_poll("poll-1") == (poll, False)
+    assert await db.answered_poll("poll-1") == (poll, False, False)
     assert await db.answered_poll("poll-2") is None
     assert await db.poll_message("poll-1") == 10
 
@@ -419,7 +419,7 @@ async def test_a_second_answer_to_the_same_poll_stores_nothing_of_its_outcome(db
     poll = sent("poll-1", "q-one")
     await db.poll_sent(poll, message_id=10)
     assert await answered(db, USER, poll, 0, True, update_id=1)
-    assert await db.answered_poll("poll-1") == (poll, True)
+    assert await db.answered_poll("poll-1") == (poll, True, False)
     # Another update answering it again (never the same update: that one's events are keyed by its id).
     assert await answered(db, USER, poll, 1, False, update_id=2) is False
     assert await answers_in(db) == 1

@@ -98,7 +98,7 @@ async def test_schema_2_places_and_answers_become_ids_of_the_course_as_it_shippe
             ("what-eval-does", "why-no-grad-update"),
             "p-eval",
         )
-        awaited, answered = await db.answered_poll("p-eval")
+        awaited, answered, _superseded = await db.answered_poll("p-eval")
         assert not answered
         assert awaited.options == ("layer-modes", "no-recording", "freezes", "validation")  # as it was shown
         # A lesson the migration does not know keeps its positions until the bot adopts the lessons it serves.

@@ -23,7 +23,7 @@ from telegram.constants import ParseMode
 from telegram.error import BadRequest, TelegramError
 
 from bot.context import Services
-from bot.errors import StorageError
+from bot.errors import ClaimLost, StorageError
 from bot.render import Screen
 from bot.safehtml import Html
 from bot.storage.outbox import Reply, ReplyKind, StoredReply
@@ -225,6 +225,9 @@ async def resend(services: Services, bot: Bot, update: Update) -> bool:
     )
     try:
         await send_stored(services, bot, update.update_id, user.id if user else replies[0].reply.chat_id, replies)
+    except ClaimLost as exc:
+        log.warning("update %s: %s", update.update_id, exc)
+        return True  # another process sends them
     except (TelegramError, sqlite3.Error, StorageError):
         log.exception("the stored replies of update %s were not all sent", update.update_id)
     query = update.callback_query
@@ -232,6 +235,6 @@ async def resend(services: Services, bot: Bot, update: Update) -> bool:
         # The tap's spinner stops (its toast was not stored: bot.handlers.common.button answers it after the flow).
         try:
             await query.answer()
-        except TelegramError as exc:
+        except (TelegramError, ClaimLost) as exc:
             log.debug("replayed tap %s not answered: %s", query.id, exc)
     return True

@@ -92,17 +92,15 @@ async def poll_answer(update: Update, context: CourseContext) -> None:
         return  # a review card's poll, not a lesson's
     db, learner = context.services.db, context.learner
     found = await db.answered_poll(answer.poll_id)
-    if found is None:
-        adopted = await db.adopt_poll(answer.poll_id, learner.user_id)
-        found = (adopted, False) if adopted is not None else None
-        if adopted is not None:
-            # Adopting it may have made it the awaited poll: the learner is read again, as it is now.
-            context.snapshot = await Snapshot.read(db, learner)
-            learner = context.learner
-    if found is None or found[0].user_id != learner.user_id:
+    if found is None and await db.adopt_poll(answer.poll_id, learner.user_id) is not None:
+        # Adopting it may have made it the awaited poll: the learner is read again, as it is now.
+        context.snapshot = await Snapshot.read(db, learner)
+        learner = context.learner
+        found = await db.answered_poll(answer.poll_id)
+    if found is None or found.poll.user_id != learner.user_id:
         log.info("poll answer for unknown poll %s from user %s", answer.poll_id, learner.user_id)
         return
-    sent, answered = found
+    sent, answered, superseded = found
     lesson = context.course.lesson(sent.lesson_id)
     if lesson is None:
         return  # the lesson left the course since this poll was sent; the answer has nothing to count for
@@ -117,6 +115,12 @@ async def poll_answer(update: Update, context: CourseContext) -> None:
         # Recorded before: Telegram lets nobody answer a quiz twice and the inbox drops redeliveries, so this is
         # the update replayed after the bot died while handling it. Do what the crash may have cut short.
         await polls.carry_on(update, context, lesson)
+        return
+    if superseded and learner.quiz_poll_id != sent.poll_id:
+        # One question, one answer: this poll's question was answered through another poll since it went out (the
+        # same question sent twice, by an update handled again after a replica died between sending it and
+        # recording it; or a poll of an earlier round left in the chat). The answer given counts; this one does not.
+        log.info("poll %s of user %s asks %r, answered since: not recorded", sent.poll_id, sent.user_id, question.id)
         return
     shown = sent.options or question.option_ids  # a poll sent before ids showed the file's order
     chosen = answer.option_ids[0]

@@ -141,6 +141,17 @@ class InboxQueries(Engine):
         renew = RENEW_CLAIMS_SKIP_LOCKED if self.backend.name == "postgresql" else RENEW_CLAIMS
         return await self._write_one(renew, (timestamp(lease_until), owner))
 
+    async def claims_held(self, update_ids: Sequence[int], owner: str) -> set[int]:
+        """Return which of ``update_ids`` are still pending and held by ``owner`` (one read)."""
+        if not update_ids:
+            return set()
+        marks = ", ".join("?" * len(update_ids))
+        rows = await self._all(
+            f"SELECT update_id FROM inbox WHERE update_id IN ({marks}) AND owner = ? AND state = 'pending'",
+            (*update_ids, owner),
+        )
+        return {int(row[0]) for row in rows}
+
     async def give_up_update(self, update_id: int, now: dt.datetime) -> None:
         """Mark a pending update abandoned: it is never handled."""
         await self._write_one(

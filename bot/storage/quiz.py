@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import NamedTuple
 
 from bot.learner import Answer, SentPoll
 from bot.storage.engine import Engine, Row
@@ -16,6 +17,16 @@ def sent_poll_from_row(row: Row) -> SentPoll:
         question_id=row["question_id"],
         options=tuple((row["options"] or "").split()),
     )
+
+
+class FoundPoll(NamedTuple):
+    """A quiz poll the bot sent, as an answer to it finds it."""
+
+    poll: SentPoll
+    answered: bool  # its answer is recorded
+    # Its question was answered through another poll since this one went out: the same question sent twice (a
+    # replica killed between sending a poll and recording it, its update handled again), or an older round's poll.
+    superseded: bool
 
 
 # Each question's latest answer of learner :user (a statement to narrow with AND and order).
@@ -121,15 +132,21 @@ class QuizQueries(Engine):
             )
         return SentPoll(poll_id, user_id, note["lesson_id"], note["question_id"], tuple(note["options"].split()))
 
-    async def answered_poll(self, poll_id: str) -> tuple[SentPoll, bool] | None:
-        """Return the poll the bot sent with this id and whether its answer is recorded, or None (one read)."""
+    async def answered_poll(self, poll_id: str) -> FoundPoll | None:
+        """Return the poll the bot sent with this id, whether its answer is recorded, and whether its question was
+        answered through another poll since it was sent; None if the bot sent no such poll (one read)."""
         row = await self._one(
             "SELECT poll_id, user_id, lesson_id, question_id, options,"
-            " EXISTS (SELECT 1 FROM quiz_answers AS a WHERE a.poll_id = p.poll_id) AS answered"
+            " EXISTS (SELECT 1 FROM quiz_answers AS a WHERE a.poll_id = p.poll_id) AS answered,"
+            " EXISTS (SELECT 1 FROM quiz_answers AS a WHERE a.user_id = p.user_id AND a.lesson_id = p.lesson_id"
+            "  AND a.question_id = p.question_id AND a.poll_id <> p.poll_id AND a.answered_at >= p.sent_at)"
+            " AS superseded"
             " FROM quiz_polls AS p WHERE poll_id = ?",
             (poll_id,),
         )
-        return (sent_poll_from_row(row), bool(row["answered"])) if row is not None else None
+        if row is None:
+            return None
+        return FoundPoll(sent_poll_from_row(row), bool(row["answered"]), bool(row["superseded"]))
 
     async def poll_age(self, poll_id: str) -> dt.timedelta | None:
         """Return how long ago the poll was sent, by the database's clock (None: no such poll)."""
