@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.scaleout import Faults, Plan, check, run_learners, settle, stack, throughput  # noqa: E402
+from tests.scaleout import CpuShares, Faults, Plan, check, run_learners, settle, stack, throughput  # noqa: E402
 
 RECOVERY_P99_S = 10.0
 REPLY_P95_MS = 300.0
@@ -81,13 +81,17 @@ async def main_async(argv: list[str] | None) -> dict:
                 parts, 3, args.throughput_learners, args.throughput_seconds, first + args.throughput_learners
             )
             parts.standin.made.clear()  # the fault run's figures count the fault run's updates only
+            cpu = CpuShares(parts)
+            cpu.start()
             t0 = time.monotonic()
             faults = Faults(plan, parts, t0)
             striking = asyncio.get_running_loop().create_task(faults.run())
             learners, stranded = await run_learners(plan, parts)
             await striking
             await settle(parts)
-            result = await check(plan, parts, learners, [*faults.problems, *stranded], faults, time.monotonic() - t0)
+            seconds = time.monotonic() - t0
+            used = await cpu.stop()
+            result = await check(plan, parts, learners, [*faults.problems, *stranded], faults, seconds, used)
     figures = asdict(result.figures)
     recovery_p99 = figures["recovery_after_kill_s"]["p99"]
     reply_p95 = figures["reply_latency_quiet_ms"]["p95"]

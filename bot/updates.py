@@ -12,6 +12,7 @@ redeliveries: an update id it holds is never handled again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import inspect
 import json
@@ -20,7 +21,7 @@ import os
 import socket
 import sqlite3
 import uuid
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
@@ -294,8 +295,8 @@ class Inbox:
         for earlier_id, owner, lease_until in rows[:-1]:
             if owner == self.owner:
                 earlier = self._updates.get(earlier_id)
-                if earlier is None or earlier_id in self._started:
-                    continue  # under way or handled here, its mark not yet written
+                if earlier is None or earlier_id in self._started or earlier_id in self._ahead:
+                    continue  # under way or handled here (ahead of its turn, say), its mark not yet written
                 log.info("update %s of learner %s: handling update %s first", update.update_id, learner, earlier_id)
                 self._ahead.add(earlier_id)
                 await handle(earlier)
@@ -556,6 +557,10 @@ class Polling:
                 self._queue.put_nowait(update)
 
 
+# The name PTB (22, pinned) gives the task that processes one update when updates are processed concurrently.
+PTB_PROCESSING_TASK = ":process_concurrent_update"
+
+
 class InboxApplication(Application[Any, CourseContext, Any, Any, BotData, Any]):
     """PTB's Application, counting each task started for an update as part of handling it (see Inbox).
 
@@ -574,10 +579,15 @@ class InboxApplication(Application[Any, CourseContext, Any, Any, BotData, Any]):
         *,
         name: str | None = None,
     ) -> asyncio.Task[T]:
-        """Start ``coroutine`` as PTB does; if it is for an update from the inbox, count it as that update's work."""
+        """Start ``coroutine`` as PTB does; if it is for an update from the inbox, count it as that update's work.
+
+        Not the task PTB starts to process the update itself: PerLearnerOrder counts that once the update's turn
+        has come, not while it waits for it (an update handled ahead of its turn is then marked handled at once).
+        """
         task: asyncio.Task[T] = super().create_task(coroutine, update, name=name)
         inbox = self.inbox
-        if isinstance(update, Update) and inbox.begin(update):
+        processing = name is not None and name.endswith(PTB_PROCESSING_TASK)
+        if isinstance(update, Update) and not processing and inbox.begin(update):
             task.add_done_callback(lambda done: inbox.end(update, completed=not done.cancelled()))
         return task
 
@@ -617,21 +627,9 @@ class PerLearnerOrder(BaseUpdateProcessor):
         if self._inbox is not None and self._inbox.skip_turn(update):
             _close(coroutine)  # handled ahead of its turn, before it began
             return
-        inbox = self._inbox if self._inbox is not None and self._inbox.begin(update) else None
-        completed = True
-        try:
-            await self._in_order(update, coroutine)
-        except asyncio.CancelledError:
-            completed = False
-            raise
-        finally:
-            if inbox is not None and isinstance(update, Update):
-                inbox.end(update, completed=completed)
-
-    async def _in_order(self, update: object, coroutine: Awaitable[Any]) -> None:
         key = _learner_key(update)
         if key is None:
-            async with self._scope(update):
+            async with self._counted(update), self._scope(update):
                 await coroutine
             return
         lock = self._locks.setdefault(key, asyncio.Lock())
@@ -641,27 +639,49 @@ class PerLearnerOrder(BaseUpdateProcessor):
                 if self._inbox is not None and self._inbox.skip_turn(update):
                     _close(coroutine)  # handled ahead of its turn (Inbox.earlier_first) while it waited for the lock
                     return
-                if self._learner_lock is None:
-                    async with self._scope(update):
-                        await self._handle(update, coroutine)
-                    return
-                while True:
-                    async with self._learner_lock(key):
-                        wait = await self._earlier_first(update, key)
-                        if wait is None:
-                            _close(coroutine)  # another process took it over: that one handles it
-                            return
-                        if not wait:
-                            async with self._scope(update):
-                                await self._handle(update, coroutine)
-                            return
-                    # Waiting for an earlier update at another replica, which needs the learner's lock to handle it.
-                    await asyncio.sleep(wait)
+                # Counted as under way from here, not while it waited for the lock: an update handled ahead of its
+                # turn meanwhile (by a later one holding the lock) is then marked handled as soon as that is done;
+                # a later update of the learner at another replica waits for that mark.
+                async with self._counted(update):
+                    await self._in_order(update, key, coroutine)
         finally:
             self._users[key] -= 1
             if not self._users[key]:
                 # Nobody else waits on this learner's lock; drop it so idle learners cost nothing.
                 del self._users[key], self._locks[key]
+
+    @contextlib.asynccontextmanager
+    async def _counted(self, update: object) -> AsyncIterator[None]:
+        """Count the block as work for ``update`` in the inbox (Inbox.begin/end), if it came through it."""
+        inbox = self._inbox if self._inbox is not None and self._inbox.begin(update) else None
+        completed = True
+        try:
+            yield
+        except asyncio.CancelledError:
+            completed = False
+            raise
+        finally:
+            if inbox is not None and isinstance(update, Update):
+                inbox.end(update, completed=completed)
+
+    async def _in_order(self, update: object, key: int, coroutine: Awaitable[Any]) -> None:
+        """Handle ``update`` once the learner's earlier updates at any replica are (under the in-process lock)."""
+        if self._learner_lock is None:
+            async with self._scope(update):
+                await self._handle(update, coroutine)
+            return
+        while True:
+            async with self._learner_lock(key):
+                wait = await self._earlier_first(update, key)
+                if wait is None:
+                    _close(coroutine)  # another process took it over: that one handles it
+                    return
+                if not wait:
+                    async with self._scope(update):
+                        await self._handle(update, coroutine)
+                    return
+            # Waiting for an earlier update at another replica, which needs the learner's lock to handle it.
+            await asyncio.sleep(wait)
 
     async def _earlier_first(self, update: object, key: int) -> float | None:
         """Handle the learner's earlier updates first (Inbox.earlier_first); return how long to wait, 0 to go on,
@@ -675,17 +695,8 @@ class PerLearnerOrder(BaseUpdateProcessor):
         inbox, process = self._inbox, self.process
         if inbox is None or process is None:
             return
-        counted = inbox.begin(earlier)
-        completed = True
-        try:
-            async with self._scope(earlier):
-                await self._handle(earlier, process(earlier))
-        except asyncio.CancelledError:
-            completed = False
-            raise
-        finally:
-            if counted:
-                inbox.end(earlier, completed=completed)
+        async with self._counted(earlier), self._scope(earlier):
+            await self._handle(earlier, process(earlier))
 
     async def _handle(self, update: object, coroutine: Awaitable[Any]) -> None:
         resend, inbox = self._resend, self._inbox

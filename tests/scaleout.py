@@ -135,6 +135,7 @@ class Figures:
     reply_latency_quiet_ms: dict[str, float | None] = field(default_factory=dict)
     code_run_quiet_ms: dict[str, float | None] = field(default_factory=dict)
     requests_per_replica: dict[str, int] = field(default_factory=dict)
+    cpu_seconds: dict[str, float] = field(default_factory=dict)  # per part of the stack (CpuShares)
     handled_per_replica: dict[str, int] = field(default_factory=dict)
     webhook_attempts: int = 0
     webhook_failed_tries: int = 0
@@ -376,6 +377,13 @@ class Stack:
     runner_hosts: list
     runner_proxy: Haproxy
 
+    def cluster_pid(self) -> int:
+        """The postmaster's pid (it changes when PostgreSQL restarts); 0 if it is not running."""
+        try:
+            return int((self.cluster.folder / "data" / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return 0
+
 
 @contextlib.asynccontextmanager
 async def stack(plan: Plan, folder: Path) -> Any:
@@ -517,6 +525,83 @@ class Faults:
         fault.over = time.monotonic()
 
 
+# ---------------------------------------------------------------------------------------------- CPU shares
+
+
+class CpuShares:
+    """CPU seconds each part of the stack used while the run went on, from /proc, sampled every second.
+
+    Every process of the machine is put under the part it descends from (a killed replica and its restart both count
+    as the replicas'); processes of none (other work on the machine) are "other". A process that ends between two
+    samples loses at most a second of its CPU. Two cores run everything, so these shares say where they went:
+    the stand-in and the learners (Telegram's side, in the test's own process) against the bot's side.
+    """
+
+    TICK = os.sysconf("SC_CLK_TCK")
+
+    def __init__(self, parts: Stack):
+        self.parts = parts
+        self.first: dict[int, float] = {}  # pid -> its CPU seconds when first seen
+        self.last: dict[int, tuple[str, float]] = {}  # pid -> (part, its CPU seconds when last seen)
+        self._task: asyncio.Task[None] | None = None
+
+    def _roots(self) -> dict[int, str]:
+        parts = self.parts
+        roots = {os.getpid(): "standin_and_learners", parts.cluster_pid(): "postgresql"}
+        for replica in parts.replicas:
+            if replica.process.process is not None:
+                roots[replica.process.process.pid] = "bot_replicas"
+        for proxy in (parts.proxy, parts.runner_proxy):
+            if proxy.process is not None:
+                roots[proxy.process.pid] = "haproxy"
+        for host in parts.runner_hosts:
+            if host.process is not None:
+                roots[host.process.pid] = "runner_hosts"
+        return {pid: part for pid, part in roots.items() if pid}
+
+    def sample(self) -> None:
+        stats: dict[int, tuple[int, float]] = {}  # pid -> (parent, CPU seconds)
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            stats[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / self.TICK)
+        roots = self._roots()
+        for pid, (_, cpu) in stats.items():
+            part, seen, at = "other", set(), pid
+            while at and at not in seen:
+                seen.add(at)
+                if at in roots:
+                    part = roots[at]
+                    break
+                at = stats.get(at, (0, 0.0))[0]
+            self.first.setdefault(pid, cpu)
+            self.last[pid] = (part, cpu)
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.to_thread(self.sample)
+            await asyncio.sleep(1.0)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> dict[str, float]:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self.sample()
+        used: Counter[str] = Counter()
+        for pid, (part, cpu) in self.last.items():
+            used[part] += cpu - self.first[pid]
+        return {part: round(seconds, 1) for part, seconds in sorted(used.items())}
+
+
 # ------------------------------------------------------------------------------------------------- the run
 
 
@@ -561,6 +646,8 @@ async def run(plan: Plan, folder: Path | None = None, extra_kills: tuple[float, 
     """The whole run: start the stack, the faults and the learners; check and measure; stop everything."""
     with _folder(folder) as where:
         async with stack(plan, where) as parts:
+            cpu = CpuShares(parts)
+            cpu.start()
             t0 = time.monotonic()
             faults = Faults(plan, parts, t0, extra_kills)
             striking = asyncio.get_running_loop().create_task(faults.run())
@@ -568,7 +655,8 @@ async def run(plan: Plan, folder: Path | None = None, extra_kills: tuple[float, 
             await striking
             await settle(parts)
             seconds = time.monotonic() - t0
-            return await check(plan, parts, learners, [*faults.problems, *stranded], faults, seconds)
+            used = await cpu.stop()
+            return await check(plan, parts, learners, [*faults.problems, *stranded], faults, seconds, used)
 
 
 @contextlib.contextmanager
@@ -620,11 +708,17 @@ def spread(values: list[float], scale: float = 1.0, digits: int = 1) -> dict[str
 
 
 async def check(
-    plan: Plan, parts: Stack, learners: list[ScaleLearner], problems: list[str], faults: Faults, seconds: float
+    plan: Plan,
+    parts: Stack,
+    learners: list[ScaleLearner],
+    problems: list[str],
+    faults: Faults,
+    seconds: float,
+    cpu_seconds: dict[str, float] | None = None,
 ) -> Result:
-    """Check the run from the database and the stand-in's record; measure it."""
+    """Check the run from the database and the stand-in's record; measure it (``cpu_seconds``: CpuShares')."""
     standin = parts.standin
-    figures = Figures(seconds=round(seconds, 1), learners=len(learners))
+    figures = Figures(seconds=round(seconds, 1), learners=len(learners), cpu_seconds=cpu_seconds or {})
     figures.finished = sum(lr.finished for lr in learners)
     made = standin.made
     figures.updates = len(made)

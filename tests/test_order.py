@@ -229,6 +229,55 @@ async def test_a_replica_frozen_between_storing_and_sending_sends_nothing_once_a
         assert await inbox_row(b.db, tap) == ("handled", b.app.inbox.owner)
 
 
+async def test_an_update_handled_ahead_of_its_turn_is_marked_handled_at_once_for_the_replica_waiting_on_it(
+    config, standin, pg_url, tmp_path, caplog
+):
+    # Telegram's queues deliver a learner's updates out of their order: /lessons (3) reaches A first and waits for
+    # /progress (2), pending at B; then /help (1) reaches A, whose own turn waits for A's lock on the learner, held by
+    # /lessons. /lessons handles /help ahead of its turn; B's /progress waits for /help's handled mark. That mark must
+    # come when /help is done, not when its own turn (stuck behind /lessons) ends: it came late, so B went ahead out
+    # of order after two leases, and /lessons handled /help again on each of its rounds (tests/test_scaleout.py).
+    caplog.set_level(logging.INFO)
+    async with replicas(config, pg_url, tmp_path) as (a, b):
+        learner = 7103
+        chat = standin.learner(user_id=learner)
+        await standin.set_webhook({"url": url(b), "secret_token": SECRET})
+        since = chat.cursor()
+        assert await chat.send("/start") is not None  # the chat exists once the learner wrote first
+        await chat.wait_message(since=since, timeout=10)
+        help_, progress, lessons = (
+            message_update(9001 + n, learner, text, bot.app.bot)
+            for n, (text, bot) in enumerate(zip(TEXTS, (a, b, a), strict=True))
+        )
+        thaw = freeze(b, {progress.update_id})
+        try:
+            for bot, update in ((b, progress), (a, lessons)):
+                assert await bot.app.inbox.accept([update]) == [update]
+                bot.app.update_queue.put_nowait(update)
+            await wait_until(lambda: "waits for update 9002" in caplog.text, "/lessons waits for /progress", 5)
+            assert await a.app.inbox.accept([help_]) == [help_]
+            a.app.update_queue.put_nowait(help_)
+            await wait_until(lambda: "handling update 9001 first" in caplog.text, "/help is handled ahead", 5)
+            await handled_by(a, help_.update_id, timeout=LEASE)  # at once: B's /progress waits for it
+        finally:
+            thaw.set()
+        for update in (progress, lessons):
+            await handled_by(b if update is progress else a, update.update_id, timeout=LEASE * 3)
+        await a.app.update_queue.join()
+        shown = [first_line(m) for m in chat.messages][1:]
+        assert len(shown) == 3, shown  # each handled once, in order
+        assert "Your progress" in shown[1] and "Welcome" not in shown[2], shown
+        assert "goes ahead of" not in caplog.text
+        assert caplog.text.count("handling update 9001 first") == 1
+
+
+TEXTS = ("/help", "/progress", "/lessons")
+
+
+def first_line(message: dict) -> str:
+    return message.get("text", "").split("\n")[0]
+
+
 async def test_the_guard_costs_no_read_while_claims_are_renewed_and_refuses_a_call_for_an_update_taken_over(pg_url):
     # Inbox.guard, which every call to Telegram passes (bot.ratelimit): free while this process renews its claims in
     # time; after it stood still past half a lease, one read tells whether the update is still its own.
@@ -277,7 +326,7 @@ async def test_the_guard_costs_no_read_while_claims_are_renewed_and_refuses_a_ca
         await b_db.close()
 
 
-def message_update(update_id: int, user_id: int) -> Update:
+def message_update(update_id: int, user_id: int, text: str = "/help", bot: Any = None) -> Update:
     return Update.de_json(
         {
             "update_id": update_id,
@@ -286,8 +335,9 @@ def message_update(update_id: int, user_id: int) -> Update:
                 "date": 0,
                 "chat": {"id": user_id, "type": "private"},
                 "from": {"id": user_id, "is_bot": False, "first_name": "Ada"},
-                "text": "/help",
+                "text": text,
+                "entities": [{"type": "bot_command", "offset": 0, "length": len(text)}],
             },
         },
-        None,
+        bot,
     )
