@@ -119,7 +119,8 @@ async def test_an_update_waits_while_postgresql_is_down_and_carries_on_once_it_i
         try:
             write = asyncio.create_task(db.backend.run(_insert(7)))
             read = asyncio.create_task(db._one("SELECT 1 AS one"))
-            await asyncio.sleep(1.0)
+            # Away for seconds, as a restart of a container or a failover is, yet within RECONNECT_LIMIT_S.
+            await asyncio.sleep(5.0)
             assert not write.done() and not read.done()  # waiting, not failed
         finally:
             await asyncio.to_thread(start, restartable)
@@ -148,6 +149,58 @@ async def test_a_server_down_past_the_limit_fails_the_step_in_one_line(restartab
         errors = [r for r in caplog.records if r.name == postgres.__name__ and r.levelno >= logging.ERROR]
         assert len(errors) == 2 and all("gave up" in r.message and r.exc_info is None for r in errors)
         assert await db._one("SELECT 1 AS one") is not None  # and once it is back, it is used again
+    finally:
+        await db.close()
+
+
+async def test_a_learners_lock_lost_mid_update_lets_the_update_finish(restartable, url, caplog):
+    db = await Database.open(url)
+    try:
+        await db._write_one("CREATE TABLE kv (k INTEGER PRIMARY KEY)")
+        with caplog.at_level(logging.WARNING, logger=postgres.__name__):
+            async with db.learner_lock(USER):
+                await asyncio.to_thread(restart, restartable)  # the lock goes with the old server
+                assert await db._write_one("INSERT INTO kv (k) VALUES (?)", (1,)) == 1  # the update goes on
+        said = [r.message for r in caplog.records if r.name == postgres.__name__ and r.levelno == logging.WARNING]
+        assert [m for m in said if m.startswith(f"the lock of learner {USER} ended before its update did")]
+        async with db.learner_lock(USER):  # and the next update takes it again
+            pass
+    finally:
+        await db.close()
+
+
+@pytest.mark.parametrize("committed", [True, False], ids=["committed unseen", "cut before its commit"])
+async def test_a_write_whose_commit_lost_its_connection_is_done_once(committed, url, monkeypatch, caplog):
+    # A fast shutdown may end a session just after its COMMIT, before the answer goes out. Simulated here: the COMMIT
+    # runs (or not), then the connection is closed and the try fails as a lost connection does.
+    db = await Database.open(url)
+    runs: list[int] = []
+    real = psycopg.Connection.execute
+
+    def execute(self: psycopg.Connection, query: object, *args: object, **kwargs: object) -> object:
+        if query == "COMMIT" and not cut:
+            cut.append(1)
+            if committed:
+                real(self, query, *args, **kwargs)
+            self.close()
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return real(self, query, *args, **kwargs)
+
+    def work(conn: SyncConnection) -> str:
+        runs.append(1)
+        conn.execute("INSERT INTO kv (k) VALUES (?)", (7,))
+        return f"run {len(runs)}"
+
+    cut: list[int] = []
+    try:
+        await db._write_one("CREATE TABLE kv (k INTEGER PRIMARY KEY)")
+        monkeypatch.setattr(psycopg.Connection, "execute", execute)
+        with caplog.at_level(logging.WARNING, logger=postgres.__name__):
+            result = await db.backend.run(work)
+        assert cut == [1]
+        # Committed, it is not run again (run again, its insert would fail on the key); cut before, it runs again.
+        assert (result, len(runs)) == (("run 1", 1) if committed else ("run 2", 2))
+        assert await peek(db, "SELECT k FROM kv") == [(7,)]
     finally:
         await db.close()
 

@@ -55,6 +55,13 @@ RECONNECT_LIMIT_S = 15.0
 # one works at once), then doubling up to a second, so a server still starting up is not hammered.
 RETRY_FIRST_S = 0.05
 RETRY_MAX_S = 1.0
+# How long one try waits for a pooled connection once a loss was seen: short, so each try asks the pool again (and
+# the pool starts a fresh connection attempt) rather than one try waiting out the limit on a pool that gave up.
+TRY_TIMEOUT_S = 1.0
+# How long the pool keeps trying to make one connection (its pauses double: 1, 2, 4, 8 s...). Left at psycopg_pool's
+# five minutes, a server back after 8 s would next be tried at 15 s, past RECONNECT_LIMIT_S; short, the pool gives
+# the attempt up and the next try's request starts another at once.
+POOL_RECONNECT_S = 2.0
 # SQLSTATEs of a session the server ended (admin_shutdown, crash_shutdown) or a connection it does not take yet
 # (cannot_connect_now: starting up, shutting down); class 08 is the connection exceptions. libpq's own failures (the
 # socket closed, connection refused, "the connection is lost") carry no SQLSTATE at all.
@@ -78,41 +85,65 @@ def _reason(exc: BaseException) -> str:
     return text.splitlines()[0].strip() if text else type(exc).__name__
 
 
+class Losses:
+    """When this process last lost a connection to the database (time.monotonic()), for all its operations: while
+    one is recent, a pool that hands out no connection in time is taken for a server still away, not for a busy
+    pool."""
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+
+    def recent(self, now: float) -> bool:
+        return self.at is not None and now - self.at < RECONNECT_LIMIT_S
+
+
 class Attempts:
     """The tries of one operation while its connection is lost: when to try again, and when to give up.
 
     The first try is the normal path and costs nothing here. Once a try lost its connection, the next ones wait a
-    little more each time (RETRY_FIRST_S doubling up to RETRY_MAX_S) and take a connection within what is left of
-    RECONNECT_LIMIT_S, counted from the first loss; then the operation fails with StorageError.
+    little more each time (RETRY_FIRST_S doubling up to RETRY_MAX_S) and take a connection within TRY_TIMEOUT_S,
+    until RECONNECT_LIMIT_S after the first loss; then the operation fails with StorageError.
     """
 
-    def __init__(self, where: str, what: str, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, where: str, what: str, losses: Losses, clock: Callable[[], float] = time.monotonic):
         self.where = where
         self.what = what
+        self._losses = losses
         self._clock = clock
         self._deadline: float | None = None
         self._pause = RETRY_FIRST_S
+        self._short = False  # the last try waited TRY_TIMEOUT_S at most for its connection
 
-    @property
-    def timeout(self) -> float | None:
-        """How long the next try may wait for a pooled connection (None: the pool's own, on the first try)."""
-        return None if self._deadline is None else max(0.1, self._deadline - self._clock())
+    def timeout(self, pool: AsyncConnectionPool[Any] | ConnectionPool[Any]) -> float | None:
+        """Return how long the next try may wait for a connection of ``pool`` (None: the pool's own timeout).
 
-    @property
-    def retrying(self) -> bool:
-        """Whether a try lost its connection already."""
-        return self._deadline is not None
+        Once a connection was lost lately, a try waits briefly, and a pool that hands out none in that time is taken
+        for a server still away: the next try asks again, and the pool starts a fresh attempt. Not when the pool's
+        every connection is in use: then the try waits its turn as ever, and a timeout says the pool is too small.
+        """
+        now = self._clock()
+        self._short = False
+        if self._deadline is None and not self._losses.recent(now):
+            return None
+        stats = pool.get_stats()  # no I/O: the pool's counts
+        if stats["pool_size"] >= stats["pool_max"] and stats["pool_available"] == 0:
+            return None
+        self._short = True
+        left = RECONNECT_LIMIT_S if self._deadline is None else self._deadline - now
+        return min(TRY_TIMEOUT_S, max(0.1, left))
 
     def failed(self, exc: BaseException) -> float:
         """Note a try's failure; return how long to wait before the next, or raise StorageError (in one line) when
         ``exc`` is not a lost connection or the connection stayed lost past RECONNECT_LIMIT_S."""
-        lost = connection_lost(exc) or (isinstance(exc, PoolTimeout) and self.retrying)
+        now = self._clock()
+        lost = connection_lost(exc) or (isinstance(exc, PoolTimeout) and self._short)
         if not lost:
             if isinstance(exc, PoolTimeout):
                 raise StorageError(f"no connection to the database {self.where} came free: {exc}") from exc
             # One kind of failure for the bot to handle, whichever engine it runs on.
             raise StorageError(f"the database {self.where} failed: {exc}") from exc
-        now = self._clock()
+        self._losses.at = now
+        first = self._deadline is None
         if self._deadline is None:
             self._deadline = now + RECONNECT_LIMIT_S
         if now >= self._deadline:
@@ -126,11 +157,19 @@ class Attempts:
             raise StorageError(
                 f"the database {self.where} stayed unreachable for {RECONNECT_LIMIT_S:.0f} s: {_reason(exc)}"
             ) from exc
+        # One line per operation that lost its connection, at its first loss: a server away for seconds would
+        # otherwise log a line per try of every update waiting.
+        if first:
+            log.warning(
+                "lost the connection to the database %s (%s); %s waits for a fresh one",
+                self.where,
+                _reason(exc),
+                self.what,
+            )
+        else:
+            log.debug("%s still has no connection to the database %s (%s)", self.what, self.where, _reason(exc))
         pause = min(self._pause, self._deadline - now)
         self._pause = min(self._pause * 2, RETRY_MAX_S)
-        log.warning(
-            "lost the connection to the database %s (%s); %s again on a fresh one", self.where, _reason(exc), self.what
-        )
         return pause
 
 
@@ -259,6 +298,7 @@ class PostgresBackend:
         self._closed = False
         # When each pool's idle connections were last checked after a loss (time.monotonic(), by pool name).
         self._checked: dict[str, float] = {}
+        self._losses = Losses()
 
     @classmethod
     async def open(cls, url: str, *, pool_size: int = POOL_SIZE, timeout: float = CONNECT_TIMEOUT_S) -> PostgresBackend:
@@ -278,6 +318,7 @@ class PostgresBackend:
             open=False,
             configure=_configure,
             timeout=timeout,
+            reconnect_timeout=POOL_RECONNECT_S,
             name="coursebot",
         )
         locks: AsyncConnectionPool[psycopg.AsyncConnection[PgRow]] = AsyncConnectionPool(
@@ -292,6 +333,7 @@ class PostgresBackend:
             },
             open=False,
             timeout=3600.0,  # an update waits its turn among this process's updates, as PerLearnerOrder's do
+            reconnect_timeout=POOL_RECONNECT_S,
             name="coursebot-locks",
         )
         try:
@@ -349,23 +391,31 @@ class PostgresBackend:
     ) -> T:
         """Return what ``attempt`` (given how long it may wait for a pooled connection) returns, trying again on a
         fresh connection while the connection is lost (see Attempts); anything else raises at once."""
-        attempts = Attempts(self.where, what)
+        attempts = Attempts(self.where, what, self._losses)
         while True:
             try:
-                return await attempt(attempts.timeout)
+                return await attempt(attempts.timeout(pool))
             except (psycopg.Error, PoolTimeout) as exc:
                 pause = attempts.failed(exc)
             await self._check(pool)
             await asyncio.sleep(pause)
 
     async def _check(self, pool: AsyncConnectionPool[Any]) -> None:
-        """Test the pool's idle connections and replace the broken ones, once per loss: the updates that come next
-        then get live connections instead of each finding a dead one (a round trip per connection, after a loss
-        only)."""
-        if self._checked.get(pool.name, -RETRY_MAX_S) > time.monotonic() - RETRY_MAX_S:
-            return
-        self._checked[pool.name] = time.monotonic()
-        await pool.check()
+        if self._check_due(pool.name):
+            await pool.check()
+
+    def _check_due(self, pool: str) -> bool:
+        """Return whether a pool that lost a connection should test its idle ones now (and note that it does).
+
+        psycopg_pool's ``check()`` replaces the broken ones, so the updates that come next get live connections
+        instead of each finding a dead one: a round trip per idle connection, after a loss only, at most once per
+        RETRY_MAX_S whoever else lost one meanwhile.
+        """
+        now = time.monotonic()
+        if self._checked.get(pool, now - RETRY_MAX_S) > now - RETRY_MAX_S:
+            return False
+        self._checked[pool] = now
+        return True
 
     async def _begin(self, timeout: float | None) -> psycopg.AsyncConnection[PgRow]:
         """Take a pooled connection and BEGIN on it. BEGIN is the round trip that proves the connection alive
@@ -393,10 +443,11 @@ class PostgresBackend:
     async def transaction(self, *, to_disk: bool = False) -> AsyncIterator[PostgresTransaction]:
         """One transaction on one connection; every commit is on disk already (synchronous_commit is on).
 
-        Its BEGIN is retried on a fresh connection while the connection is lost, so the block starts on a live one.
-        The block itself is not run again (it is the caller's code, awaiting in between): a connection lost while it
-        runs (PostgreSQL restarted within those milliseconds) fails it with StorageError, as before. What it did is
-        rolled back with the session, and the caller's update is refused, not half stored.
+        Its BEGIN is retried on a fresh connection while the connection is lost, so the block starts on a live one
+        (the BEGIN is the check: a connection the restart cut fails it, at no extra round trip). The block itself is
+        not run again (it is the caller's code, awaiting in between): a connection lost while it runs (PostgreSQL
+        restarted within those milliseconds) still fails it with StorageError, and what it did is rolled back with
+        the session. Lost at its very COMMIT, it may have committed unseen; that too raises, as before this retry.
         """
         conn = await self._retrying(self._pool, "a transaction", self._begin)
         try:
@@ -428,6 +479,7 @@ class PostgresBackend:
                 open=False,
                 configure=_configure_sync,
                 timeout=CONNECT_TIMEOUT_S,
+                reconnect_timeout=POOL_RECONNECT_S,
                 name="coursebot-work",
             )
             await asyncio.to_thread(self._sync.open, True, CONNECT_TIMEOUT_S)
@@ -435,15 +487,14 @@ class PostgresBackend:
 
     def _run(self, pool: ConnectionPool[psycopg.Connection[PgRow]], work: Callable[[SyncConnection], T]) -> T:
         # On the worker thread: its pauses block only it.
-        attempts = Attempts(self.where, "an update's write")
+        attempts = Attempts(self.where, "a write transaction", self._losses)
         unsure: _Unsure[T] = _Unsure()
         while True:
             try:
-                return self._run_once(pool, work, attempts.timeout, unsure)
+                return self._run_once(pool, work, attempts.timeout(pool), unsure)
             except (psycopg.Error, PoolTimeout) as exc:
                 pause = attempts.failed(exc)
-            if self._checked.get(pool.name, -RETRY_MAX_S) <= time.monotonic() - RETRY_MAX_S:
-                self._checked[pool.name] = time.monotonic()
+            if self._check_due(pool.name):
                 pool.check()
             time.sleep(pause)
 
@@ -469,6 +520,8 @@ class PostgresBackend:
                 row = conn.execute("SELECT pg_xact_status(CAST(%s AS xid8))", (unsure.xid,)).fetchone()
                 if row is not None and row[0] == "committed":
                     return cast(T, unsure.result)  # set with the xid, by the try that committed
+                # Aborted, or still in progress (a cut network, the old session alive): run again; the keyed write
+                # of an update stores nothing twice even then.
                 unsure.xid = None
             # One simple query, as psycopg's own BEGIN is: pg_current_xact_id (PostgreSQL 13+) names the transaction.
             cursor = conn.execute(b"BEGIN; SELECT CAST(pg_current_xact_id() AS text)")
@@ -499,6 +552,8 @@ class PostgresBackend:
         return await self._retrying(self._pool, "a write", attempt)
 
     async def all(self, sql: str, params: Params = ()) -> list[Row]:
+        """Run one statement in autocommit and return its rows; retried while the connection is lost, as ``one``."""
+
         async def attempt(timeout: float | None) -> list[Row]:
             async with self._pool.connection(timeout) as conn:
                 cursor = await conn.execute(pyformat(sql), params)
@@ -507,6 +562,10 @@ class PostgresBackend:
         return await self._retrying(self._pool, "a read", attempt)
 
     async def one(self, sql: str, params: Params = ()) -> Row | None:
+        """Run one statement in autocommit and return its first row; retried while the connection is lost. Most are
+        reads; the one write (bot.storage.sending's slot, an upsert RETURNING) run again after its answer was lost
+        takes a second slot: the sends are paced one slot slower, once."""
+
         async def attempt(timeout: float | None) -> Row | None:
             async with self._pool.connection(timeout) as conn:
                 cursor = await conn.execute(pyformat(sql), params)
