@@ -48,14 +48,6 @@ def stop(server: Cluster) -> None:
     server.pg_ctl("-m", "fast", "-w", "-t", "60", "stop")
 
 
-def start(server: Cluster) -> None:
-    """Start the stopped server again with the options tests/pg.py gave it (a restart reuses them by itself)."""
-    options = f"-c listen_addresses=127.0.0.1 -c port={server.port} -c unix_socket_directories={server.folder}"
-    server.pg_ctl(
-        "-o", options + " -c fsync=off -c max_connections=200", "-l", str(server.folder / "log"), "-w", "start"
-    )
-
-
 async def _warm(db: Database) -> None:
     """Use every pool once, so each holds a connection the restart will cut."""
     await db._all("SELECT 1")
@@ -123,7 +115,7 @@ async def test_an_update_waits_while_postgresql_is_down_and_carries_on_once_it_i
             await asyncio.sleep(5.0)
             assert not write.done() and not read.done()  # waiting, not failed
         finally:
-            await asyncio.to_thread(start, restartable)
+            await asyncio.to_thread(restartable.start)
         assert await asyncio.wait_for(write, 30) == 1
         assert (await asyncio.wait_for(read, 30))["one"] == 1
         assert await peek(db, "SELECT k FROM kv") == [(7,)]
@@ -144,7 +136,7 @@ async def test_a_server_down_past_the_limit_fails_the_step_in_one_line(restartab
                 with pytest.raises(StorageError, match=r"stayed unreachable for 1 s"):
                     await db.backend.run(lambda conn: conn.execute("SELECT 1").fetchone())
         finally:
-            await asyncio.to_thread(start, restartable)
+            await asyncio.to_thread(restartable.start)
         assert "\n" not in str(failed.value) and db.where in str(failed.value)
         errors = [r for r in caplog.records if r.name == postgres.__name__ and r.levelno >= logging.ERROR]
         assert len(errors) == 2 and all("gave up" in r.message and r.exc_info is None for r in errors)
