@@ -524,7 +524,7 @@ class PostgresBackend:
                 # of an update stores nothing twice even then.
                 unsure.xid = None
             # One simple query, as psycopg's own BEGIN is: pg_current_xact_id (PostgreSQL 13+) names the transaction.
-            cursor = conn.execute(b"BEGIN; SELECT CAST(pg_current_xact_id() AS text)")
+            cursor = conn.execute("BEGIN; SELECT CAST(pg_current_xact_id() AS text)")
             cursor.nextset()
             begun = cursor.fetchone()
             try:
