@@ -78,6 +78,10 @@ def configure(level: str, token: str, json_lines: bool = False, others: tuple[st
     # httpx logs every request URL, and Bot API URLs contain the token; one line per call is noise anyway.
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("httpcore").setLevel(logging.WARNING)
+    # While PostgreSQL restarts, psycopg's pool warns of every connection it discards and every reconnection that
+    # fails (a dozen lines a restart); bot.storage.postgres says one line per operation that waits it out, and an
+    # ERROR when it gives up. The pool's own ERRORs (it gave up reconnecting) still show.
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
 
 def json_requested(env: Mapping[str, str]) -> bool:

@@ -76,6 +76,14 @@ class Cluster:
     def pg_ctl(self, *args: str) -> None:
         _run_as(self.user, [str(self.bin / "pg_ctl"), "-D", str(self.folder / "data"), *args])
 
+    def start(self) -> None:
+        """Start the server (again, after a stop) on its port, logging to ``folder/log``; return once it is up."""
+        options = (
+            f"-c listen_addresses=127.0.0.1 -c port={self.port} -c unix_socket_directories={self.folder} -c fsync=off"
+            " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+        )
+        self.pg_ctl("-o", options, "-l", str(self.folder / "log"), "-w", "-t", "60", "start")
+
 
 def _run_as(user: str | None, argv: list[str]) -> None:
     if user is None:
@@ -130,11 +138,7 @@ def cluster() -> Iterator[Cluster]:
                 "--locale=C.UTF-8",
             ],
         )
-        options = (
-            f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={folder} -c fsync=off"
-            " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
-        )
-        running.pg_ctl("-o", options, "-l", str(folder / "log"), "-w", "-t", "60", "start")
+        running.start()
         yield running
     finally:
         try:

@@ -4,15 +4,23 @@ Connections are in autocommit, so a read is one round trip and each write block 
 Prepared statements are off (``prepare_threshold=None``): the pool then also works behind PgBouncer in transaction
 mode. Locks are PostgreSQL's advisory locks held until the transaction ends (``pg_advisory_xact_lock``), so a lock
 is never left behind by a process that died.
+
+A connection lost to a restart of the server (its pooled connections cut, new ones refused while it starts) is waited
+out: what can be run again is, on a fresh connection, for up to RECONNECT_LIMIT_S (see ``Attempts``); only then does
+the step fail with StorageError. An error of the statement itself (a constraint, the syntax, a serialization
+failure) is never retried here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, cast
 
 import psycopg
 from psycopg.rows import BaseRowFactory, RowMaker
@@ -38,8 +46,139 @@ LOCK_POOL_SIZE = 16
 # one update takes (a code run is capped well below it).
 LOCK_IDLE_LIMIT_MS = 90_000
 CONNECT_TIMEOUT_S = 10.0
+# How long an operation waits out a lost connection before it fails (StorageError, and the learner is told the step
+# was not saved). A restart of PostgreSQL (pg_ctl restart, a container restarted, a managed database's failover)
+# takes a few seconds; 15 s outlasts that with room, yet stays within what a learner waits for a reply to a tap, and
+# a server down for good frees the learner's lock and the update's connection instead of piling updates up behind it.
+RECONNECT_LIMIT_S = 15.0
+# The pause before the next attempt: the first soon (most losses are pooled connections the restart cut, and a fresh
+# one works at once), then doubling up to a second, so a server still starting up is not hammered.
+RETRY_FIRST_S = 0.05
+RETRY_MAX_S = 1.0
+# How long one try waits for a pooled connection once a loss was seen: short, so each try asks the pool again (and
+# the pool starts a fresh connection attempt) rather than one try waiting out the limit on a pool that gave up.
+TRY_TIMEOUT_S = 1.0
+# How long the pool keeps trying to make one connection (its pauses double: 1, 2, 4, 8 s...). Left at psycopg_pool's
+# five minutes, a server back after 8 s would next be tried at 15 s, past RECONNECT_LIMIT_S; short, the pool gives
+# the attempt up and the next try's request starts another at once.
+POOL_RECONNECT_S = 2.0
+# SQLSTATEs of a session the server ended (admin_shutdown, crash_shutdown) or a connection it does not take yet
+# (cannot_connect_now: starting up, shutting down); class 08 is the connection exceptions. libpq's own failures (the
+# socket closed, connection refused, "the connection is lost") carry no SQLSTATE at all.
+LOST_STATES = frozenset({"57P01", "57P02", "57P03"})
 # The schema version, as SQLite keeps it in PRAGMA user_version.
 VERSION_TABLE = "coursebot_schema"
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Return whether ``exc`` says the connection to the server is gone or not taken yet (so a fresh one may work),
+    rather than that a statement failed (a constraint, the syntax, a serialization failure, a cancel)."""
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in LOST_STATES
+
+
+def _reason(exc: BaseException) -> str:
+    """Return the first line of what ``exc`` says (libpq adds a second: "This probably means...")."""
+    text = str(exc).strip()
+    return text.splitlines()[0].strip() if text else type(exc).__name__
+
+
+class Losses:
+    """When this process last lost a connection to the database (time.monotonic()), for all its operations: while
+    one is recent, a pool that hands out no connection in time is taken for a server still away, not for a busy
+    pool."""
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+
+    def recent(self, now: float) -> bool:
+        return self.at is not None and now - self.at < RECONNECT_LIMIT_S
+
+
+class Attempts:
+    """The tries of one operation while its connection is lost: when to try again, and when to give up.
+
+    The first try is the normal path and costs nothing here. Once a try lost its connection, the next ones wait a
+    little more each time (RETRY_FIRST_S doubling up to RETRY_MAX_S) and take a connection within TRY_TIMEOUT_S,
+    until RECONNECT_LIMIT_S after the first loss; then the operation fails with StorageError.
+    """
+
+    def __init__(self, where: str, what: str, losses: Losses, clock: Callable[[], float] = time.monotonic):
+        self.where = where
+        self.what = what
+        self._losses = losses
+        self._clock = clock
+        self._deadline: float | None = None
+        self._pause = RETRY_FIRST_S
+        self._short = False  # the last try waited TRY_TIMEOUT_S at most for its connection
+
+    def timeout(self, pool: AsyncConnectionPool[Any] | ConnectionPool[Any]) -> float | None:
+        """Return how long the next try may wait for a connection of ``pool`` (None: the pool's own timeout).
+
+        Once a connection was lost lately, a try waits briefly, and a pool that hands out none in that time is taken
+        for a server still away: the next try asks again, and the pool starts a fresh attempt. Not when the pool's
+        every connection is in use: then the try waits its turn as ever, and a timeout says the pool is too small.
+        """
+        now = self._clock()
+        self._short = False
+        if self._deadline is None and not self._losses.recent(now):
+            return None
+        stats = pool.get_stats()  # no I/O: the pool's counts
+        if stats["pool_size"] >= stats["pool_max"] and stats["pool_available"] == 0:
+            return None
+        self._short = True
+        left = RECONNECT_LIMIT_S if self._deadline is None else self._deadline - now
+        return min(TRY_TIMEOUT_S, max(0.1, left))
+
+    def failed(self, exc: BaseException) -> float:
+        """Note a try's failure; return how long to wait before the next, or raise StorageError (in one line) when
+        ``exc`` is not a lost connection or the connection stayed lost past RECONNECT_LIMIT_S."""
+        now = self._clock()
+        lost = connection_lost(exc) or (isinstance(exc, PoolTimeout) and self._short)
+        if not lost:
+            if isinstance(exc, PoolTimeout):
+                raise StorageError(f"no connection to the database {self.where} came free: {exc}") from exc
+            # One kind of failure for the bot to handle, whichever engine it runs on.
+            raise StorageError(f"the database {self.where} failed: {exc}") from exc
+        self._losses.at = now
+        first = self._deadline is None
+        if self._deadline is None:
+            self._deadline = now + RECONNECT_LIMIT_S
+        if now >= self._deadline:
+            log.error(
+                "gave up %s: the database %s stayed unreachable for %.0f s (%s)",
+                self.what,
+                self.where,
+                RECONNECT_LIMIT_S,
+                _reason(exc),
+            )
+            raise StorageError(
+                f"the database {self.where} stayed unreachable for {RECONNECT_LIMIT_S:.0f} s: {_reason(exc)}"
+            ) from exc
+        # One line per operation that lost its connection, at its first loss: a server away for seconds would
+        # otherwise log a line per try of every update waiting.
+        if first:
+            log.warning(
+                "lost the connection to the database %s (%s); %s waits for a fresh one",
+                self.where,
+                _reason(exc),
+                self.what,
+            )
+        else:
+            log.debug("%s still has no connection to the database %s (%s)", self.what, self.where, _reason(exc))
+        pause = min(self._pause, self._deadline - now)
+        self._pause = min(self._pause * 2, RETRY_MAX_S)
+        return pause
+
+
+@dataclass
+class _Unsure(Generic[T]):
+    """A ``run`` whose COMMIT lost its connection: committed or not, the server knows (pg_xact_status of its id)."""
+
+    xid: str | None = None
+    result: T | None = None
 
 
 class PgRow:
@@ -157,6 +296,9 @@ class PostgresBackend:
         self.url = url
         self.where = redacted(url)
         self._closed = False
+        # When each pool's idle connections were last checked after a loss (time.monotonic(), by pool name).
+        self._checked: dict[str, float] = {}
+        self._losses = Losses()
 
     @classmethod
     async def open(cls, url: str, *, pool_size: int = POOL_SIZE, timeout: float = CONNECT_TIMEOUT_S) -> PostgresBackend:
@@ -176,6 +318,7 @@ class PostgresBackend:
             open=False,
             configure=_configure,
             timeout=timeout,
+            reconnect_timeout=POOL_RECONNECT_S,
             name="coursebot",
         )
         locks: AsyncConnectionPool[psycopg.AsyncConnection[PgRow]] = AsyncConnectionPool(
@@ -190,6 +333,7 @@ class PostgresBackend:
             },
             open=False,
             timeout=3600.0,  # an update waits its turn among this process's updates, as PerLearnerOrder's do
+            reconnect_timeout=POOL_RECONNECT_S,
             name="coursebot-locks",
         )
         try:
@@ -212,18 +356,77 @@ class PostgresBackend:
                 try:
                     await conn.execute("COMMIT")
                 except psycopg.Error as exc:
-                    # The update is handled; only the lock went early (its session outlived LOCK_IDLE_LIMIT_MS).
-                    log.warning("the lock of learner %s ended before its update did: %s", key, exc)
+                    # The update is handled; only the lock went early: its session outlived LOCK_IDLE_LIMIT_MS, or
+                    # the server restarted under it. Another replica may have taken the learner's next update
+                    # meanwhile; this one's write was checked against its inbox claim all the same
+                    # (bot.storage.outcomes.STILL_CLAIMED), so nothing is stored twice.
+                    log.warning("the lock of learner %s ended before its update did: %s", key, _reason(exc))
 
     @asynccontextmanager
     async def _lock_connection(self, key: int) -> AsyncIterator[psycopg.AsyncConnection[PgRow]]:
-        try:
-            async with self._locks.connection() as conn:
+        """Take the learner's lock on a connection of the locks' pool; a lost connection (BEGIN or the lock failed
+        on it) is replaced by another, as ``Attempts`` allows."""
+
+        async def take(timeout: float | None) -> psycopg.AsyncConnection[PgRow]:
+            conn = await self._locks.getconn(timeout)
+            try:
                 await conn.execute("BEGIN")
                 await conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
-                yield conn
-        except psycopg.Error as exc:
-            raise StorageError(f"the lock of learner {key} at {self.where} failed: {exc}") from exc
+            except BaseException:
+                await self._locks.putconn(conn)
+                raise
+            return conn
+
+        conn = await self._retrying(self._locks, f"the lock of learner {key}", take)
+        try:
+            yield conn
+        finally:
+            await self._locks.putconn(conn)
+
+    async def _retrying(
+        self,
+        pool: AsyncConnectionPool[psycopg.AsyncConnection[PgRow]],
+        what: str,
+        attempt: Callable[[float | None], Awaitable[T]],
+    ) -> T:
+        """Return what ``attempt`` (given how long it may wait for a pooled connection) returns, trying again on a
+        fresh connection while the connection is lost (see Attempts); anything else raises at once."""
+        attempts = Attempts(self.where, what, self._losses)
+        while True:
+            try:
+                return await attempt(attempts.timeout(pool))
+            except (psycopg.Error, PoolTimeout) as exc:
+                pause = attempts.failed(exc)
+            await self._check(pool)
+            await asyncio.sleep(pause)
+
+    async def _check(self, pool: AsyncConnectionPool[Any]) -> None:
+        if self._check_due(pool.name):
+            await pool.check()
+
+    def _check_due(self, pool: str) -> bool:
+        """Return whether a pool that lost a connection should test its idle ones now (and note that it does).
+
+        psycopg_pool's ``check()`` replaces the broken ones, so the updates that come next get live connections
+        instead of each finding a dead one: a round trip per idle connection, after a loss only, at most once per
+        RETRY_MAX_S whoever else lost one meanwhile.
+        """
+        now = time.monotonic()
+        if self._checked.get(pool, now - RETRY_MAX_S) > now - RETRY_MAX_S:
+            return False
+        self._checked[pool] = now
+        return True
+
+    async def _begin(self, timeout: float | None) -> psycopg.AsyncConnection[PgRow]:
+        """Take a pooled connection and BEGIN on it. BEGIN is the round trip that proves the connection alive
+        before a block runs on it, at no cost: the block needs it anyway."""
+        conn = await self._pool.getconn(timeout)
+        try:
+            await conn.execute("BEGIN")
+        except BaseException:
+            await self._pool.putconn(conn)
+            raise
+        return conn
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[PgRow]]:
@@ -238,12 +441,35 @@ class PostgresBackend:
 
     @asynccontextmanager
     async def transaction(self, *, to_disk: bool = False) -> AsyncIterator[PostgresTransaction]:
-        """One transaction on one connection; every commit is on disk already (synchronous_commit is on)."""
-        async with self._connection() as conn, conn.transaction():
-            yield PostgresTransaction(conn)
+        """One transaction on one connection; every commit is on disk already (synchronous_commit is on).
+
+        Its BEGIN is retried on a fresh connection while the connection is lost, so the block starts on a live one
+        (the BEGIN is the check: a connection the restart cut fails it, at no extra round trip). The block itself is
+        not run again (it is the caller's code, awaiting in between): a connection lost while it runs (PostgreSQL
+        restarted within those milliseconds) still fails it with StorageError, and what it did is rolled back with
+        the session. Lost at its very COMMIT, it may have committed unseen; that too raises, as before this retry.
+        """
+        conn = await self._retrying(self._pool, "a transaction", self._begin)
+        try:
+            try:
+                yield PostgresTransaction(conn)
+            except BaseException:
+                if not conn.broken:
+                    with contextlib.suppress(psycopg.Error):  # what failed is raised; the pool drops a bad connection
+                        await conn.execute("ROLLBACK")
+                raise
+            await conn.execute("COMMIT")
+        except psycopg.Error as exc:
+            raise StorageError(f"the database {self.where} failed: {exc}") from exc
+        finally:
+            await self._pool.putconn(conn)
 
     async def run(self, work: Callable[[SyncConnection], T], *, to_disk: bool = False) -> T:
-        """Run ``work`` on a worker thread, in one transaction on a pooled connection of its own."""
+        """Run ``work`` on a worker thread, in one transaction on a pooled connection of its own.
+
+        A lost connection runs ``work`` again on a fresh one (see ``_run``): every work function is a transaction
+        that either committed or left nothing, and may be run again (it starts afresh: bot.storage.outcomes).
+        """
         if self._sync is None:
             self._sync = ConnectionPool(
                 self.url,
@@ -253,34 +479,99 @@ class PostgresBackend:
                 open=False,
                 configure=_configure_sync,
                 timeout=CONNECT_TIMEOUT_S,
+                reconnect_timeout=POOL_RECONNECT_S,
                 name="coursebot-work",
             )
             await asyncio.to_thread(self._sync.open, True, CONNECT_TIMEOUT_S)
         return await asyncio.to_thread(self._run, self._sync, work)
 
     def _run(self, pool: ConnectionPool[psycopg.Connection[PgRow]], work: Callable[[SyncConnection], T]) -> T:
-        try:
-            with pool.connection() as conn, conn.transaction():
-                return work(PostgresSyncConnection(conn))
-        except PoolTimeout as exc:
-            raise StorageError(f"no connection to the database {self.where} came free: {exc}") from exc
-        except psycopg.Error as exc:
-            raise StorageError(f"the database {self.where} failed: {exc}") from exc
+        # On the worker thread: its pauses block only it.
+        attempts = Attempts(self.where, "a write transaction", self._losses)
+        unsure: _Unsure[T] = _Unsure()
+        while True:
+            try:
+                return self._run_once(pool, work, attempts.timeout(pool), unsure)
+            except (psycopg.Error, PoolTimeout) as exc:
+                pause = attempts.failed(exc)
+            if self._check_due(pool.name):
+                pool.check()
+            time.sleep(pause)
+
+    def _run_once(
+        self,
+        pool: ConnectionPool[psycopg.Connection[PgRow]],
+        work: Callable[[SyncConnection], T],
+        timeout: float | None,
+        unsure: _Unsure[T],
+    ) -> T:
+        """Run ``work`` once, in a transaction of its own, unless the try before committed it already.
+
+        A connection lost before the COMMIT left nothing behind: ``work`` runs again. One lost during the COMMIT
+        leaves it unknown whether it committed (PostgreSQL shutting down may end the session after the commit, before
+        saying so), so the transaction's id is read with its BEGIN (one query, no extra round trip) and the server
+        asked, on the next connection, how that transaction ended. Run again blindly, the update's write would be a
+        no-op on the tables (its events and attempts are keyed by the update, its places set, not added to:
+        bot.storage.outcomes), but it would report its own drill attempt or answer as "changed meanwhile" and
+        accept_updates its own claim as a redelivery; so a committed try returns what it returned.
+        """
+        with pool.connection(timeout) as conn:
+            if unsure.xid is not None:
+                row = conn.execute("SELECT pg_xact_status(CAST(%s AS xid8))", (unsure.xid,)).fetchone()
+                if row is not None and row[0] == "committed":
+                    return cast(T, unsure.result)  # set with the xid, by the try that committed
+                # Aborted, or still in progress (a cut network, the old session alive): run again; the keyed write
+                # of an update stores nothing twice even then.
+                unsure.xid = None
+            # One simple query, as psycopg's own BEGIN is: pg_current_xact_id (PostgreSQL 13+) names the transaction.
+            cursor = conn.execute("BEGIN; SELECT CAST(pg_current_xact_id() AS text)")
+            cursor.nextset()
+            begun = cursor.fetchone()
+            try:
+                result = work(PostgresSyncConnection(conn))
+            except BaseException:
+                if not conn.broken:
+                    with contextlib.suppress(psycopg.Error):  # what failed is raised; the pool drops a bad connection
+                        conn.execute("ROLLBACK")
+                raise
+            unsure.xid, unsure.result = (begun[0] if begun is not None else None), result
+            conn.execute("COMMIT")
+            unsure.xid = None
+            return result
 
     async def write_one(self, sql: str, params: Params = ()) -> int:
-        async with self._connection() as conn:
-            cursor = await conn.execute(pyformat(sql), params)
-            return cursor.rowcount
+        """Run one statement in autocommit; retried while the connection is lost. Every such statement sets values or
+        upserts (never adds to a count), so one that committed but whose answer was lost leaves the same rows when
+        run again; its row count may then read 0."""
+
+        async def attempt(timeout: float | None) -> int:
+            async with self._pool.connection(timeout) as conn:
+                cursor = await conn.execute(pyformat(sql), params)
+                return cursor.rowcount
+
+        return await self._retrying(self._pool, "a write", attempt)
 
     async def all(self, sql: str, params: Params = ()) -> list[Row]:
-        async with self._connection() as conn:
-            cursor = await conn.execute(pyformat(sql), params)
-            return list(await cursor.fetchall())
+        """Run one statement in autocommit and return its rows; retried while the connection is lost, as ``one``."""
+
+        async def attempt(timeout: float | None) -> list[Row]:
+            async with self._pool.connection(timeout) as conn:
+                cursor = await conn.execute(pyformat(sql), params)
+                return list(await cursor.fetchall())
+
+        return await self._retrying(self._pool, "a read", attempt)
 
     async def one(self, sql: str, params: Params = ()) -> Row | None:
-        async with self._connection() as conn:
-            cursor = await conn.execute(pyformat(sql), params)
-            return await cursor.fetchone()
+        """Run one statement in autocommit and return its first row; retried while the connection is lost. Most are
+        reads; the one write (bot.storage.sending's slot, an upsert RETURNING) run again after its answer was lost
+        takes a second slot: the sends are paced one slot slower, once."""
+
+        async def attempt(timeout: float | None) -> Row | None:
+            async with self._pool.connection(timeout) as conn:
+                cursor = await conn.execute(pyformat(sql), params)
+                return await cursor.fetchone()
+
+        return await self._retrying(self._pool, "a read", attempt)
 
     async def schema_version(self) -> int:
         row = await self.one("SELECT CASE WHEN to_regclass(?) IS NULL THEN 0 ELSE -1 END AS missing", (VERSION_TABLE,))
