@@ -84,6 +84,7 @@ WEBHOOK_SAYS = b"receiving updates by webhook"
 REACTIONS = frozenset({"sendmessage", "editmessagetext", "sendpoll", "sendphoto", "editmessagereplymarkup"})
 SENDS = frozenset({"sendmessage", "sendpoll", "sendphoto"})
 THINK_S = 0.03  # a learner looks at the screen up to this long before acting
+RESTARTS = 3  # a killed replica is started again up to this many times, as a supervisor would
 
 
 @dataclass(frozen=True)
@@ -459,6 +460,7 @@ class Faults:
         self.t0 = t0
         self.done: list[Fault] = []
         self.problems: list[str] = []
+        self.notes: list[str] = []  # what went as an operator's supervisor would have it go, for the details
         schedule: list[tuple[float, str]] = [(t, "kill") for t in (*plan.kills, *extra_kills)]
         if plan.freeze_at is not None:
             schedule.append((plan.freeze_at, "freeze"))
@@ -493,7 +495,16 @@ class Faults:
         fault = Fault("kill", replica.name, time.monotonic())
         self.done.append(fault)
         await replica.process.kill()
-        await replica.start()  # as systemd or Docker would, at once
+        # Started again at once, and again if it exits at start (as systemd's Restart=always or Docker's restart
+        # policy would): it may come up while PostgreSQL restarts.
+        for attempt in range(1, RESTARTS + 1):
+            try:
+                await replica.start()
+                break
+            except RuntimeError as exc:
+                if attempt == RESTARTS:
+                    raise
+                self.notes.append(f"{replica.name} exited at start ({exc}); started again")
         fault.over = time.monotonic()
 
     async def _freeze(self) -> None:
@@ -856,6 +867,7 @@ async def check(
         "detours": [d for lr in learners for d in lr.detours if "starts drill" not in d][:20],
         "refused_calls": [c.describe() for c in standin.errors()][:20],
         "duplicate_replies": repeated[:60],
+        "fault_notes": faults.notes,
         "load_average": os.getloadavg()[0],
     }
     return Result(figures, problems, details)

@@ -275,3 +275,40 @@ async def test_a_learner_reading_through_postgresql_restarts_never_loses_a_step(
     assert not [text for text in said if SORRY in text], bot.log()
     assert " ERROR " not in bot.log() and "Traceback" not in bot.log(), bot.log()
     assert "lost the connection to the database" in bot.log(), "no update met the restart: the test proves nothing"
+
+
+async def test_a_bot_starting_while_postgresql_restarts_waits_for_it(url, monkeypatch, caplog):
+    # A replica restarted by its supervisor at the moment PostgreSQL restarts too met "the database system is shutting
+    # down" (tests/test_scaleout.py) and exited; it waits for a server that says it is restarting.
+    connect = psycopg.AsyncConnection.connect
+    tries: list[int] = []
+
+    async def restarting(*args, **kwargs):
+        tries.append(1)
+        if len(tries) <= 2:
+            raise psycopg.errors.CannotConnectNow("the database system is starting up")
+        return await connect(*args, **kwargs)
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "connect", restarting)
+    db = await Database.open(url)
+    try:
+        assert await db._all("SELECT 1") == [(1,)]
+    finally:
+        await db.close()
+    assert len(tries) >= 3
+    assert "is restarting (the database system is starting up); waiting for it" in caplog.text
+
+
+async def test_a_bot_pointed_at_no_server_says_so_at_once(monkeypatch):
+    # Nothing listens there (a wrong port, say): not a restart, so no wait; one line says what is wrong.
+    tries: list[int] = []
+    connect = psycopg.AsyncConnection.connect
+
+    async def counted(*args, **kwargs):
+        tries.append(1)
+        return await connect(*args, **kwargs)
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "connect", counted)
+    with pytest.raises(StorageError, match=r"^cannot reach the database postgresql://postgres@127\.0\.0\.1:1/x: .+"):
+        await Database.open("postgresql://postgres@127.0.0.1:1/x")
+    assert len(tries) == 1

@@ -122,13 +122,12 @@ class InboxQueries(Engine):
 
         One UPDATE, as in ``unhandled_updates``: of two processes taking it over at once, one gets it.
         """
-        async with self._write() as conn:
-            taken = await conn.all(
-                "UPDATE inbox SET owner = ?, lease_until = ?, replays = replays + 1 WHERE update_id = ?"
-                " AND state = 'pending' AND (owner IS NULL OR lease_until IS NULL OR lease_until < ?)"
-                " AND (owner IS NULL OR owner <> ?) RETURNING replays, payload",
-                (owner, timestamp(lease_until), update_id, timestamp(now), owner),
-            )
+        taken = await self._all(
+            "UPDATE inbox SET owner = ?, lease_until = ?, replays = replays + 1 WHERE update_id = ?"
+            " AND state = 'pending' AND (owner IS NULL OR lease_until IS NULL OR lease_until < ?)"
+            " AND (owner IS NULL OR owner <> ?) RETURNING replays, payload",
+            (owner, timestamp(lease_until), update_id, timestamp(now), owner),
+        )
         return (taken[0][0], taken[0][1]) if taken and taken[0][1] is not None else None
 
     async def renew_claims(self, owner: str, lease_until: dt.datetime) -> int:
@@ -142,15 +141,11 @@ class InboxQueries(Engine):
         return await self._write_one(renew, (timestamp(lease_until), owner))
 
     async def claims_held(self, update_ids: Sequence[int], owner: str) -> set[int]:
-        """Return which of ``update_ids`` are still pending and held by ``owner`` (one read)."""
+        """Return which of ``update_ids`` are still pending and held by ``owner`` (one read of the few it holds)."""
         if not update_ids:
             return set()
-        marks = ", ".join("?" * len(update_ids))
-        rows = await self._all(
-            f"SELECT update_id FROM inbox WHERE update_id IN ({marks}) AND owner = ? AND state = 'pending'",
-            (*update_ids, owner),
-        )
-        return {int(row[0]) for row in rows}
+        rows = await self._all("SELECT update_id FROM inbox WHERE owner = ? AND state = 'pending'", (owner,))
+        return {int(row[0]) for row in rows} & set(update_ids)
 
     async def give_up_update(self, update_id: int, now: dt.datetime) -> None:
         """Mark a pending update abandoned: it is never handled."""

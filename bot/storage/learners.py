@@ -45,14 +45,14 @@ class LearnerQueries(Engine):
         if found is not None and found.chat_id == chat_id and found.telegram_language == language:
             return found  # the common case: nothing to write
         now = self._now()
-        async with self._write() as conn:
-            await conn.execute(
-                "INSERT INTO learners (user_id, chat_id, telegram_language, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?)"
-                " ON CONFLICT (user_id) DO UPDATE SET chat_id = excluded.chat_id,"
-                " telegram_language = excluded.telegram_language, updated_at = excluded.updated_at",
-                (user_id, chat_id, language, now, now),
-            )
+        # One statement, retried on its own if the database restarts under it (an upsert: the same row either way).
+        await self._write_one(
+            "INSERT INTO learners (user_id, chat_id, telegram_language, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (user_id) DO UPDATE SET chat_id = excluded.chat_id,"
+            " telegram_language = excluded.telegram_language, updated_at = excluded.updated_at",
+            (user_id, chat_id, language, now, now),
+        )
         stored = await self.find_learner(user_id)
         if stored is None:
             raise StorageError(f"learner {user_id} was written but cannot be read back from {self.path}")

@@ -46,6 +46,8 @@ LOCK_POOL_SIZE = 16
 # one update takes (a code run is capped well below it).
 LOCK_IDLE_LIMIT_MS = 90_000
 CONNECT_TIMEOUT_S = 10.0
+# How long a bot starting waits for a server that says it is shutting down or starting up (a restart).
+STARTUP_WAIT_S = 30.0
 # How long an operation waits out a lost connection before it fails (StorageError, and the learner is told the step
 # was not saved). A restart of PostgreSQL (pg_ctl restart, a container restarted, a managed database's failover)
 # takes a few seconds; 15 s outlasts that with room, yet stays within what a learner waits for a reply to a tap, and
@@ -303,12 +305,22 @@ class PostgresBackend:
     @classmethod
     async def open(cls, url: str, *, pool_size: int = POOL_SIZE, timeout: float = CONNECT_TIMEOUT_S) -> PostgresBackend:
         where = redacted(url)
-        # One connection first, so an unreachable server or a wrong password says so at once, in one line.
-        try:
-            probe = await psycopg.AsyncConnection.connect(url, connect_timeout=max(1, int(timeout)))
-        except psycopg.Error as exc:
-            reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-            raise StorageError(f"cannot reach the database {where}: {reason}") from exc
+        # One connection first, so an unreachable server or a wrong password says so at once, in one line. A
+        # server restarting (shutting down, starting up) is waited for: replicas restarted by their supervisor
+        # while PostgreSQL restarts too would otherwise exit, and come back only at the supervisor's next try.
+        waited_since = time.monotonic()
+        while True:
+            try:
+                probe = await psycopg.AsyncConnection.connect(url, connect_timeout=max(1, int(timeout)))
+                break
+            except psycopg.Error as exc:
+                restarting = isinstance(exc, psycopg.OperationalError) and exc.sqlstate in LOST_STATES
+                if restarting and time.monotonic() - waited_since < STARTUP_WAIT_S:
+                    log.warning("the database %s is restarting (%s); waiting for it", where, _reason(exc))
+                    await asyncio.sleep(0.5)
+                    continue
+                reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+                raise StorageError(f"cannot reach the database {where}: {reason}") from exc
         await probe.close()
         pool: AsyncConnectionPool[psycopg.AsyncConnection[PgRow]] = AsyncConnectionPool(
             url,

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from bot.learner import Answer, SentPoll
+from bot.storage.backend import SyncConnection
 from bot.storage.engine import Engine, Row
 
 
@@ -51,16 +52,21 @@ class QuizQueries(Engine):
 
     async def drop_questions(self, user_id: int, question_ids: list[str]) -> tuple[str, ...]:
         """Take questions that left the lesson off the round, and the poll awaited with them; return those left."""
-        async with self._write() as conn:
-            row = await conn.one("SELECT quiz_queue FROM learners WHERE user_id = ?", (user_id,))
+        now = self._now()
+
+        def drop(conn: SyncConnection) -> tuple[str, ...]:
+            row = conn.execute("SELECT quiz_queue FROM learners WHERE user_id = ?", (user_id,)).fetchone()
             queue = tuple(row["quiz_queue"].split()) if row is not None else ()
             remaining = tuple(q for q in queue if q not in question_ids)
-            await conn.execute(
+            conn.execute(
                 "UPDATE learners SET quiz_queue = ?, quiz_poll_id = NULL, quiz_lesson_id = CASE WHEN ? = '' THEN NULL"
                 " ELSE quiz_lesson_id END, updated_at = ? WHERE user_id = ?",
-                (" ".join(remaining), " ".join(remaining), self._now(), user_id),
+                (" ".join(remaining), " ".join(remaining), now, user_id),
             )
             return remaining
+
+        # A transaction the engine may run again if the database restarts under it (Engine._transaction).
+        return await self._transaction(drop)
 
     async def poll_sending(self, user_id: int, lesson_id: str, question_id: str, options: tuple[str, ...]) -> int:
         """Note a quiz poll about to be sent, before it is; return the note's id, for ``poll_sent``.
@@ -68,28 +74,35 @@ class QuizQueries(Engine):
         Should the bot die after Telegram showed the poll but before it was recorded, the note lets the answer
         still count (``adopt_poll``).
         """
-        async with self._write() as conn:
-            row = await conn.one(
+        now = self._now()
+
+        def note(conn: SyncConnection) -> int:
+            row = conn.execute(
                 "INSERT INTO quiz_sends (user_id, lesson_id, question_id, options, started_at) VALUES (?, ?, ?, ?, ?)"
                 " RETURNING id",
-                (user_id, lesson_id, question_id, " ".join(options), self._now()),
-            )
+                (user_id, lesson_id, question_id, " ".join(options), now),
+            ).fetchone()
             return int(row["id"]) if row is not None else 0
+
+        return await self._transaction(note)
 
     async def poll_sent(self, poll: SentPoll, message_id: int, sending: int | None = None) -> None:
         """Record a sent quiz poll as the one the learner's round awaits; its note ``sending`` is done with."""
         now = self._now()
-        async with self._write() as conn:
-            await conn.execute(
+
+        def record(conn: SyncConnection) -> None:
+            conn.execute(
                 "INSERT INTO quiz_polls (poll_id, user_id, lesson_id, question_id, options, message_id, sent_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (poll.poll_id, poll.user_id, poll.lesson_id, poll.question_id, " ".join(poll.options), message_id, now),
             )
-            await conn.execute(
+            conn.execute(
                 "UPDATE learners SET quiz_poll_id = ?, updated_at = ? WHERE user_id = ?",
                 (poll.poll_id, now, poll.user_id),
             )
-            await conn.execute("DELETE FROM quiz_sends WHERE id = ? AND user_id = ?", (sending, poll.user_id))
+            conn.execute("DELETE FROM quiz_sends WHERE id = ? AND user_id = ?", (sending, poll.user_id))
+
+        await self._transaction(record)
 
     async def poll_refused(self, sending: int) -> None:
         """Forget the note of a poll Telegram refused: it was never shown."""
@@ -103,20 +116,21 @@ class QuizQueries(Engine):
         awaited or the awaited one asks the same question, so answering it moves the round on. None: no note.
         """
         now = self._now()
-        async with self._write() as conn:
-            note = await conn.one(
+
+        def adopt(conn: SyncConnection) -> Any:
+            note = conn.execute(
                 "SELECT lesson_id, question_id, options, started_at FROM quiz_sends WHERE user_id = ?"
                 " ORDER BY id DESC LIMIT 1",
                 (user_id,),
-            )
+            ).fetchone()
             if note is None:
                 return None
-            await conn.execute(
+            conn.execute(
                 "INSERT INTO quiz_polls (poll_id, user_id, lesson_id, question_id, options, message_id,"
                 " sent_at) VALUES (?, ?, ?, ?, ?, NULL, ?) ON CONFLICT (poll_id) DO NOTHING",
                 (poll_id, user_id, note["lesson_id"], note["question_id"], note["options"], note["started_at"]),
             )
-            await conn.execute(
+            conn.execute(
                 "UPDATE learners SET quiz_poll_id = :poll, updated_at = :now WHERE user_id = :user"
                 " AND quiz_lesson_id = :lesson AND instr(' ' || quiz_queue || ' ', ' ' || :question || ' ') > 0"
                 " AND (quiz_poll_id IS NULL OR quiz_poll_id IN ("
@@ -130,6 +144,11 @@ class QuizQueries(Engine):
                     "question": note["question_id"],
                 },
             )
+            return note
+
+        note = await self._transaction(adopt)
+        if note is None:
+            return None
         return SentPoll(poll_id, user_id, note["lesson_id"], note["question_id"], tuple(note["options"].split()))
 
     async def answered_poll(self, poll_id: str) -> FoundPoll | None:
