@@ -39,8 +39,6 @@ class CourseRateLimiter(AIORateLimiter):
         rate_limit_args: int | None,
     ) -> ApiResult:
         """Limit a request like PTB does, leaving responses to a tap out of the overall bucket."""
-        if self._guard is not None:
-            await self._guard()
         if endpoint in _RESPONSES:
             # The limiter picks its buckets from chat_id alone; the request itself is unchanged.
             data = {key: value for key, value in data.items() if key != "chat_id"}
@@ -49,6 +47,10 @@ class CourseRateLimiter(AIORateLimiter):
         async def counted(*call_args: Any, **call_kwargs: Any) -> ApiResult:
             # The limiter calls this again for each 429 it waits out: every call after the first is a retry.
             nonlocal sent
+            if self._guard is not None:
+                # Here, once the limiter lets the call go, not before it waits: a replica frozen while its call
+                # waited in a bucket must not send it on waking, if its update was taken over meanwhile.
+                await self._guard()
             if sent:
                 self._metrics.api_retries.inc()
             sent += 1

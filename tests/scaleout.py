@@ -32,7 +32,8 @@ Afterwards everything is checked from the database and from the stand-in's recor
   in the order they were written (events.id), must come from updates in the order they were made (update_id);
   and each learner's slide events go forward through the lesson (never a later slide before an earlier one);
 * duplicate replies: a message the bot sent into a chat with the same content as one it sent there before (in this
-  script no reply repeats), plus second answers to one button press; at most one per kill is expected;
+  script no reply repeats); at most one per kill is expected. Second answers to one button press are counted apart
+  (``callbacks_answered_twice``): Telegram refuses them, and the learner sees nothing;
 * recovery after a kill: for every update made but not yet answered when a replica died, the seconds from the kill
   to the answer;
 * reply latency with no fault near (the first visible reaction: a message sent or edited in the chat), and the
@@ -84,6 +85,7 @@ WEBHOOK_SAYS = b"receiving updates by webhook"
 REACTIONS = frozenset({"sendmessage", "editmessagetext", "sendpoll", "sendphoto", "editmessagereplymarkup"})
 SENDS = frozenset({"sendmessage", "sendpoll", "sendphoto"})
 THINK_S = 0.03  # a learner looks at the screen up to this long before acting
+KILL_REPEAT_S = 5.0  # a reply a kill or freeze repeats comes within a lease and this long of the replica's return
 RESTARTS = 3  # a killed replica is started again up to this many times, as a supervisor would
 
 
@@ -125,7 +127,9 @@ class Figures:
     attempts_twice: int = 0  # exercise attempts stored twice for one update
     answers_twice: int = 0  # a learner's Quick Check question with more than one answer recorded
     ordering_violations: int = 0
-    duplicate_replies: int = 0
+    duplicate_replies: int = 0  # a message or poll the learner is sent twice
+    callbacks_answered_twice: int = 0  # a tap answered again, which Telegram refuses and the learner never sees
+    duplicates_unexplained: int = 0  # duplicate replies no kill or freeze explains (see check)
     errors_while_postgres_restarted: int = 0  # ERRORs logged by a replica whose database connection was cut
     sorry_replies: int = 0  # "Sorry, something went wrong ... could not be saved": a step refused, not lost
     kills: int = 0
@@ -795,14 +799,28 @@ async def check(
         problems.append(f"{len(violations)} ordering violations:\n" + "\n".join(shown))
 
     # Duplicate replies.
-    duplicates = sum(len(sent) - len(set(sent)) for sent in standin.sends.values())
-    figures.duplicate_replies = duplicates + len(standin.answered_again)
-    repeated = [
-        f"chat {chat} at {at[n] - faults.t0:.1f} s (first at {at[sent.index(c)] - faults.t0:.1f} s): {c[:90]}"
+    figures.duplicate_replies = sum(len(sent) - len(set(sent)) for sent in standin.sends.values())
+    # A second answer to one button press, refused by Telegram ("query is too old"): the learner sees nothing of it,
+    # so it is counted apart (a tap taken over after a kill is answered again: the first answer may have gone out).
+    figures.callbacks_answered_twice = len(standin.answered_again)
+    again_at = [
+        (standin.sent_at[chat][n], standin.sent_at[chat][sent.index(c)], chat, c)
         for chat, sent in standin.sends.items()
-        if (at := standin.sent_at[chat])
         for n, c in enumerate(sent)
         if sent.index(c) != n
+    ]
+    # A repeat a kill or the freeze explains: a reply that went out just before the fault and was not yet marked, sent
+    # again once another replica took its update over (within a lease and a few seconds of the replica being back).
+    # Any other repeat is a bug.
+    kill_windows = [
+        (f.at, max(f.at, f.over) + plan.lease_s + KILL_REPEAT_S) for f in faults.done if f.kind in ("kill", "freeze")
+    ]
+    figures.duplicates_unexplained = sum(
+        not any(start <= again <= end for start, end in kill_windows) for again, _, _, _ in again_at
+    )
+    repeated = [
+        f"chat {chat} at {again - faults.t0:.1f} s (first at {first - faults.t0:.1f} s): {c[:90]}"
+        for again, first, chat, c in sorted(again_at)
     ]
     repeated += [f"answered again: {call.describe()[:120]}" for call in standin.answered_again]
     figures.sorry_replies = sum("Sorry, something went wrong" in c for sent in standin.sends.values() for c in sent)
