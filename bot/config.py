@@ -46,7 +46,7 @@ class Config:
     events_days: int = 365
     # Seconds a process's claim on an update it handles lasts; renewed every third of that while it runs. On
     # PostgreSQL, another replica takes over the updates of one that died once its lease ran out (bot.updates).
-    inbox_lease: float = 30.0
+    inbox_lease: float = 8.0
     # "text" lines for people, or "json": one object per line with the update's id, handler and latency.
     log_format: str = "text"
     # Where GET /healthz and GET /metrics are served, as (host, port); None: not served. The image serves

@@ -422,8 +422,8 @@ class Clock:
 
 
 async def test_a_claim_keeps_others_off_an_update_until_its_lease_runs_out(db):
-    # Replica A takes update 30 and dies handling it; B starts 10 s later on the same database.
-    a_clock, b_clock = Clock(0), Clock(10)
+    # Replica A takes update 30 and dies handling it; B starts a third of a lease later on the same database.
+    a_clock, b_clock = Clock(0), Clock(LEASE / 3)
     await Inbox(db, clock=a_clock).accept([_update(30)])
     b = Inbox(db, clock=b_clock)
     queue: asyncio.Queue[Update] = asyncio.Queue()
