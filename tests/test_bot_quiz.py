@@ -105,14 +105,8 @@ async def test_options_are_shuffled_per_learner_and_answers_are_kept_by_option_i
     assert standin.errors() == []
 
 
-async def test_an_answer_to_a_poll_the_bot_never_recorded_still_counts_and_the_round_goes_on(
-    bot, standin, seeds, monkeypatch
-):
-    # The bot dies right after sendPoll (kill -9 in tests/test_chaos.py found it): Telegram shows the poll, the
-    # bot never wrote it down, and the learner's answer used to be dropped as one to an unknown poll.
-    seeds += [5]
-    ada = standin.learner(user_id=8210)
-    last = await _last_slide(ada)
+def lose_the_first_poll_record(bot, monkeypatch) -> list[str]:
+    """Make the bot forget the first poll it sends, as a crash right after sendPoll does; return the ids lost."""
     record = bot.db.poll_sent
     lost: list[str] = []
 
@@ -123,6 +117,18 @@ async def test_an_answer_to_a_poll_the_bot_never_recorded_still_counts_and_the_r
         await record(poll, message_id, sending)
 
     monkeypatch.setattr(bot.db, "poll_sent", lose_the_first)
+    return lost
+
+
+async def test_an_answer_to_a_poll_the_bot_never_recorded_still_counts_and_the_round_goes_on(
+    bot, standin, seeds, monkeypatch
+):
+    # The bot dies right after sendPoll (kill -9 in tests/test_chaos.py found it): Telegram shows the poll, the
+    # bot never wrote it down, and the learner's answer used to be dropped as one to an unknown poll.
+    seeds += [5]
+    ada = standin.learner(user_id=8210)
+    last = await _last_slide(ada)
+    lost = lose_the_first_poll_record(bot, monkeypatch)
     first = await tap_and_wait_message(ada, last, "Quick Check", is_poll)
     await standin.settle()
     assert lost == [first["poll"]["id"]] and await bot.db.answered_poll(lost[0]) is None
@@ -143,17 +149,9 @@ async def test_a_question_whose_poll_went_out_twice_is_answered_once(bot, standi
     seeds += [5]
     ada = standin.learner(user_id=8211)
     last = await _last_slide(ada)
-    record = bot.db.poll_sent
-    lost: list[str] = []
-
-    async def lose_the_first(poll, message_id, sending=None):
-        if not lost:
-            lost.append(poll.poll_id)
-            return
-        await record(poll, message_id, sending)
-
-    monkeypatch.setattr(bot.db, "poll_sent", lose_the_first)
+    lost = lose_the_first_poll_record(bot, monkeypatch)
     unknown = await tap_and_wait_message(ada, last, "Quick Check", is_poll)
+    assert lost == [unknown["poll"]["id"]]
     intro = ada.message(last["message_id"])
     again = await tap_and_wait_message(ada, intro, "Send the question again", is_poll)
     assert ada.message(unknown["message_id"]) is not None  # never recorded, so not withdrawn: two polls to answer
