@@ -151,6 +151,7 @@ async def test_a_question_whose_poll_went_out_twice_is_answered_once(bot, standi
     last = await _last_slide(ada)
     lost = lose_the_first_poll_record(bot, monkeypatch)
     unknown = await tap_and_wait_message(ada, last, "Quick Check", is_poll)
+    await standin.settle()
     assert lost == [unknown["poll"]["id"]]
     intro = ada.message(last["message_id"])
     again = await tap_and_wait_message(ada, intro, "Send the question again", is_poll)
