@@ -86,13 +86,19 @@ def postmaster_pid(cluster: pg.Cluster) -> int:
 
 
 async def one_run(
-    label: str, tree: Path, cluster: pg.Cluster, args: argparse.Namespace, workdir: Path, first_user: int
+    label: str,
+    tree: Path,
+    cluster: pg.Cluster,
+    args: argparse.Namespace,
+    workdir: Path,
+    first_user: int,
+    ready: asyncio.Barrier | None = None,
 ) -> dict:
-    """Measure one replica of ``tree`` on a fresh database of ``cluster``."""
+    """Measure one replica of ``tree`` on a fresh database of ``cluster`` (once every run given ``ready`` is ready)."""
     errors = Errors()
     notes: Counter = Counter()
     db_url = cluster.new_database()
-    stderr_path = workdir / f"{label}.log"
+    stderr_path = workdir / f"{label}-{first_user}.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "COURSEBOT_", "PYTHONPATH"))}
     port, health = _free_port(), _free_port()
     lag = LoopLag()
@@ -110,7 +116,7 @@ async def one_run(
             COURSEBOT_MONITORING=f"127.0.0.1:{health}",
             COURSEBOT_INBOX_LEASE=str(LEASE_S),
             COURSEBOT_WATCH="off",
-            COURSEBOT_CONTROL_SOCKET=str(workdir / f"{label}.sock"),
+            COURSEBOT_CONTROL_SOCKET=str(workdir / f"{label}-{first_user}.sock"),
             PYTHONUNBUFFERED="1",
         )
         env.update(args.bot_env)
@@ -135,6 +141,8 @@ async def one_run(
                 raise BotFailed(f"{label}: the course did not open: {exc}\n{tail}") from None
             await standin.settle(quiet=0.3, timeout=DRAIN_TIMEOUT)
             errors.add("refused_calls_setup", len(standin.errors()))
+            if ready is not None:
+                await asyncio.wait_for(ready.wait(), 120)  # the other tree's replica measured in the same window
             standin.clear_calls()
             lag.start()
             postmaster = postmaster_pid(cluster)
@@ -217,14 +225,26 @@ async def main_async(args: argparse.Namespace) -> dict:
         trees = {"base": base_tree, "new": ROOT}
         # A B B A ...: whatever drifts on a shared machine (other work, the cluster's growth) falls on both.
         order = [("base", "new") if n % 2 == 0 else ("new", "base") for n in range(args.rounds)]
-        with pg.cluster() as cluster:
+        with pg.cluster() as first, pg.cluster() as second:
             user = 10_001
             for n, pair in enumerate(order):
-                for label in pair:
-                    run = await one_run(label, trees[label], cluster, args, work, user)
+                if args.together:
+                    # Both trees at once, each on a cluster of its own (swapped each round), measured in one window:
+                    # the machine's load at the time falls on both alike.
+                    ready = asyncio.Barrier(2)
+                    both = await asyncio.gather(
+                        one_run(pair[0], trees[pair[0]], first, args, work, user, ready),
+                        one_run(pair[1], trees[pair[1]], second, args, work, user + args.learners, ready),
+                    )
+                    user += 2 * args.learners
+                else:
+                    both = []
+                    for label in pair:
+                        both.append(await one_run(label, trees[label], first, args, work, user))
+                        user += args.learners
+                for run in both:
                     run["round"] = n
                     runs.append(run)
-                    user += args.learners
     before = means([r for r in runs if r["tree"] == "base"])
     after = means([r for r in runs if r["tree"] == "new"])
     return {
@@ -237,6 +257,7 @@ async def main_async(args: argparse.Namespace) -> dict:
         "tap_interval_s": args.tap_interval,
         "seconds": args.seconds,
         "rounds": args.rounds,
+        "together": args.together,
         "log_level": args.log_level,
         "load_average": os.getloadavg()[0],
         "runs": runs,
@@ -247,20 +268,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="few learners, short windows, one round (smoke test)")
     p.add_argument("--base", help="the commit to compare with (default: where this branch left main)")
-    p.add_argument("--learners", type=int, help="simulated learners (default 150; quick 20)")
+    p.add_argument("--learners", type=int, help="simulated learners per replica (default 80; quick 20)")
     p.add_argument("--tap-interval", type=float, help="mean seconds between a learner's taps (default 2; quick 1)")
     p.add_argument("--seconds", type=float, help="measuring window per run (default 30; quick 4)")
-    p.add_argument("--rounds", type=int, help="runs of each tree (default 2; quick 1)")
+    p.add_argument("--rounds", type=int, help="runs of each tree (default 3; quick 1)")
     p.add_argument("--seed", type=int, default=20240611)
+    p.add_argument(
+        "--one-at-a-time",
+        dest="together",
+        action="store_false",
+        help="run the trees one after the other on one cluster (default: both at once, each on its own cluster)",
+    )
     p.add_argument("--log-level", default="INFO", help="the replicas' COURSEBOT_LOG_LEVEL (default INFO, as deployed)")
     p.add_argument("--bot-env", action="append", default=[], metavar="KEY=VALUE", help="extra environment")
     args = p.parse_args(argv)
     quick = args.quick
     for key, full, short in (
-        ("learners", 150, 20),
+        ("learners", 80, 20),
         ("tap_interval", 2.0, 1.0),
         ("seconds", 30.0, 4.0),
-        ("rounds", 2, 1),
+        ("rounds", 3, 1),
     ):
         if getattr(args, key) is None:
             setattr(args, key, short if quick else full)
