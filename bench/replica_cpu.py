@@ -1,21 +1,23 @@
 """CPU per update of a webhook replica on PostgreSQL, and of PostgreSQL itself: a base commit against this checkout.
 
     .venv/bin/python bench/replica_cpu.py [--quick] [--base COMMIT] [--learners N] [--tap-interval S]
-                                          [--seconds S] [--rounds N] [--log-level INFO]
+                                          [--seconds S] [--rounds N] [--log-level INFO] [--one-at-a-time]
 
-Prints ONE JSON object on stdout (progress goes to stderr). One throwaway PostgreSQL 15 cluster (tests/pg.py) serves
-every run, each on a database of its own. A run is one replica as bench/scaleout.py runs three (``python -m bot
+Prints ONE JSON object on stdout (progress goes to stderr). Two throwaway PostgreSQL 15 clusters (tests/pg.py) serve
+the runs, each on a database of its own. A run is one replica as bench/scaleout.py runs three (``python -m bot
 run`` in webhook mode, COURSEBOT_DB a ``postgresql://`` URL, INFO logging, a 3 s inbox lease, monitoring on, no
 runner: slides run no code) receiving updates from the Bot API stand-in as Telegram sends them, under bench/bot.py's
 realistic load: every learner taps Next/Back on lesson 1's slides every ``--tap-interval`` seconds on average, on
 schedule (open loop), for ``--seconds`` after a warm-up.
 
 The base tree (``--base``, default: where this branch left main; git archive into a temporary folder) and this
-checkout take turns, ``--rounds`` times each (A B B A ...: drift on a shared machine falls on both alike). For each
-run, over the measuring window, from /proc:
+checkout run ``--rounds`` times each, both at once, each with its own stand-in, learners and cluster (swapped each
+round), measured in one window: the load of a shared machine at the time falls on both alike (one after the other,
+it drifted between runs by more than the differences measured). ``--one-at-a-time`` runs them in turn on one
+cluster instead (A B B A ...). For each run, over the measuring window, from /proc:
 
 * ``replica_cpu_ms_per_update``: the replica's CPU (all its threads) over the updates it answered in the window;
-* ``postgres_cpu_ms_per_update``: the CPU of the postmaster and every backend (and background process) of the
+* ``postgres_cpu_ms_per_update``: the CPU of the postmaster and every backend (and background process) of its
   cluster, over the same updates;
 * ``total_cpu_ms_per_update``: the two together.
 
