@@ -194,6 +194,11 @@ class InboxQueries(Engine):
         """
         mark = MARK_HANDLED if owner is None else MARK_HANDLED + " AND owner = ?"
         held = (owner,) if owner is not None else ()
+        if len(update_ids) == 1:
+            # The usual batch: one statement in autocommit, one round trip (a transaction's BEGIN and COMMIT are two
+            # more, on the event loop's thread and the server's). A mark run again leaves the same row.
+            await self._write_one(mark, (timestamp(now), update_ids[0], *held))
+            return
         async with self._write() as conn:
             await conn.executemany(
                 mark,
