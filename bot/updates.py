@@ -33,6 +33,7 @@ from bot.context import BotData, CourseContext
 from bot.errors import ClaimLost, StorageError
 from bot.logs import UPDATE_ID
 from bot.storage.db import Database
+from bot.storage.inbox import Pending
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,9 @@ UpdateScope = Callable[[object], AbstractAsyncContextManager[None]]
 # Sends what an update handled again stored in the outbox; True: it stored replies, so its flow must not run again.
 Resend = Callable[[Update], Awaitable[bool]]
 Clock = Callable[[], dt.datetime]
+# Database.learner_lock: hold a learner's lock (by user id) for a block; given an update's id, yield its learner's
+# earlier pending updates (Database.earlier_pending), read under the lock.
+LearnerLock = Callable[[int, int | None], AbstractAsyncContextManager[Sequence[Pending] | None]]
 T = TypeVar("T")
 
 # A crash may interrupt any update under way. One still pending after it was handled again at a start is a
@@ -261,8 +265,17 @@ class Inbox:
         await self.flush()
         return True
 
+    def orders(self, update: Update) -> bool:
+        """Whether ``update`` waits for its learner's earlier updates at other processes (``earlier_first`` reads
+        them): on a shared database, one the inbox handed over."""
+        return self._shared and update.update_id in self._work
+
     async def earlier_first(
-        self, update: Update, learner: int, handle: Callable[[Update], Awaitable[None]]
+        self,
+        update: Update,
+        learner: int,
+        handle: Callable[[Update], Awaitable[None]],
+        pending: Sequence[Pending] | None = None,
     ) -> float | None:
         """Before ``update`` of ``learner`` is handled (under the learner's lock), handle ``learner``'s earlier
         updates this process can take, in order, with ``handle``; return 0 when ``update``'s turn has come, None if
@@ -279,12 +292,15 @@ class Inbox:
 
         ``update`` itself must still be pending and this process's: one frozen past its lease may find it taken over
         (and handled) by another, and then does nothing with it (its write would be refused too: bot.storage.outcomes).
+
+        ``pending`` is what Database.earlier_pending returns for ``update``, read under the learner's lock already
+        (Database.learner_lock reads it in the lock's round trip); read here without it.
         """
-        if not self._shared or update.update_id not in self._work:
+        if not self.orders(update):
             return 0.0  # one process: PerLearnerOrder's lock takes the learner's updates in order
         self._started.add(update.update_id)
         now = self._clock()
-        rows = await self._db.earlier_pending(learner, update.update_id)
+        rows = pending if pending is not None else await self._db.earlier_pending(learner, update.update_id)
         if not rows or rows[-1][0] != update.update_id or rows[-1][1] != self.owner:
             log.warning(
                 "update %s of learner %s is no longer this process's: another took it over (this one stood still "
@@ -600,7 +616,8 @@ class PerLearnerOrder(BaseUpdateProcessor):
     Two quick taps of one learner must not race on their progress; two learners never wait for each other.
     Each update is handled inside ``scope`` (bot.context.update_scope: its learner's language), which
     encloses the error handler too. With an ``inbox``, its handling counts as the update's work. ``learner_lock``
-    (Database.learner_lock) orders one learner's updates across processes too: on PostgreSQL, replicas share it.
+    (Database.learner_lock) orders one learner's updates across processes too: on PostgreSQL, replicas share it;
+    given an update's id, it reads what Inbox.earlier_first needs under the lock.
     An update the inbox hands over again is first given to ``resend`` (bot.handlers.outbox.resend), under the
     learner's lock: one that stored its replies has them sent, and its handlers do not run again.
     """
@@ -610,7 +627,7 @@ class PerLearnerOrder(BaseUpdateProcessor):
         max_concurrent_updates: int,
         scope: UpdateScope,
         inbox: Inbox | None = None,
-        learner_lock: Callable[[int], AbstractAsyncContextManager[None]] | None = None,
+        learner_lock: LearnerLock | None = None,
         resend: Resend | None = None,
     ):
         super().__init__(max_concurrent_updates)
@@ -672,9 +689,14 @@ class PerLearnerOrder(BaseUpdateProcessor):
             async with self._scope(update):
                 await self._handle(update, coroutine)
             return
+        inbox = self._inbox
         while True:
-            async with self._learner_lock(key):
-                wait = await self._earlier_first(update, key)
+            # The learner's earlier pending updates are read with the lock, in its round trip, when they are needed.
+            read = None
+            if isinstance(update, Update) and inbox is not None and self.process is not None and inbox.orders(update):
+                read = update.update_id
+            async with self._learner_lock(key, read) as pending:
+                wait = await self._earlier_first(update, key, pending)
                 if wait is None:
                     _close(coroutine)  # another process took it over: that one handles it
                     return
@@ -685,12 +707,12 @@ class PerLearnerOrder(BaseUpdateProcessor):
             # Waiting for an earlier update at another replica, which needs the learner's lock to handle it.
             await asyncio.sleep(wait)
 
-    async def _earlier_first(self, update: object, key: int) -> float | None:
+    async def _earlier_first(self, update: object, key: int, pending: Sequence[Pending] | None) -> float | None:
         """Handle the learner's earlier updates first (Inbox.earlier_first); return how long to wait, 0 to go on,
         None if the update is no longer this process's."""
         if self._inbox is None or self.process is None or not isinstance(update, Update):
             return 0.0
-        return await self._inbox.earlier_first(update, key, self._ahead_of_turn)
+        return await self._inbox.earlier_first(update, key, self._ahead_of_turn, pending)
 
     async def _ahead_of_turn(self, earlier: Update) -> None:
         """Handle ``earlier`` now, under its learner's locks (held by the later update), as its own turn would."""

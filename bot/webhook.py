@@ -75,7 +75,8 @@ class WebhookReceiver:
         self._heartbeat_s = heartbeat_s
         self._server: HttpServer | None = None
         self._heartbeat: asyncio.Task[None] | None = None
-        self._waiting: list[tuple[Update, asyncio.Future[None]]] = []  # requests whose update is not stored yet
+        # Requests whose update (and its JSON) is not stored yet.
+        self._waiting: list[tuple[Update, str, asyncio.Future[None]]] = []
         self._writer: asyncio.Task[None] | None = None
         self._said = ""  # the last thing the heartbeat logged, so a lasting problem is one line, not one a beat
 
@@ -116,7 +117,8 @@ class WebhookReceiver:
         if not hmac.compare_digest(given.encode(), self._secret):
             return web.Response(status=403, text="wrong secret")
         try:
-            payload = json.loads(await request.read())
+            body = await request.read()
+            payload = json.loads(body)
             if not isinstance(payload, dict) or not isinstance(payload.get("update_id"), int):
                 raise ValueError("not an object with an integer update_id")
             update = Update.de_json(payload, self._bot)
@@ -124,7 +126,7 @@ class WebhookReceiver:
             log.warning("webhook: refused a request that is not a Telegram update: %s", str(exc)[:200])
             return web.Response(status=400, text="not a Telegram update")
         try:
-            await self._store(update)
+            await self._store(update, _as_text(body, payload))
         except sqlite3.Error as exc:
             # Not stored, so not acknowledged: Telegram sends it again.
             log.warning(
@@ -133,10 +135,11 @@ class WebhookReceiver:
             return web.Response(status=500, text="could not store the update")
         return web.Response(text="ok")
 
-    async def _store(self, update: Update) -> None:
-        """Store ``update`` with whatever other requests are waiting: one synced commit for all of them."""
+    async def _store(self, update: Update, payload: str) -> None:
+        """Store ``update`` (``payload``: its JSON as Telegram sent it) with whatever other requests are waiting: one
+        synced commit for all of them."""
         done = asyncio.get_running_loop().create_future()
-        self._waiting.append((update, done))
+        self._waiting.append((update, payload, done))
         if self._writer is None or self._writer.done():
             # A task of its own: a client that hangs up mid-way cancels its request, never a batch half handed over.
             self._writer = asyncio.get_running_loop().create_task(self._write(), name="webhook: inbox")
@@ -145,17 +148,18 @@ class WebhookReceiver:
     async def _write(self) -> None:
         while self._waiting:
             batch, self._waiting = self._waiting, []
-            unique = list({update.update_id: update for update, _ in batch}.values())
+            unique = list({update.update_id: (update, payload) for update, payload, _ in batch}.values())
             try:
-                fresh = await self._inbox.accept(unique)
+                # The JSON as it came, stored as is: PTB's to_json would walk every object of the update again.
+                fresh = await self._inbox.accept([u for u, _ in unique], [p for _, p in unique])
             except sqlite3.Error as exc:
-                for _, done in batch:
+                for _, _, done in batch:
                     if not done.done():
                         done.set_exception(exc)
                 continue
             for stored in fresh:
                 self._queue.put_nowait(stored)
-            for _, done in batch:
+            for _, _, done in batch:
                 if not done.done():
                     done.set_result(None)
 
@@ -184,3 +188,12 @@ class WebhookReceiver:
         if line != self._said:
             log.warning("%s", line)
             self._said = line
+
+
+def _as_text(body: bytes, payload: dict[str, object]) -> str:
+    """The update's JSON as Telegram sent it (UTF-8, without a byte order mark, which json.loads refuses in a str), for
+    the inbox; written anew only if it came in another encoding (json.loads takes UTF-16 and UTF-32 bytes too)."""
+    try:
+        return body.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return json.dumps(payload)

@@ -127,6 +127,42 @@ async def test_a_learners_lock_makes_their_second_update_wait_at_another_process
         await second.close()
 
 
+async def test_the_learners_pending_updates_read_with_their_lock_are_read_once_it_is_granted(pg_url):
+    # A replica's update waits for the learner's lock, held by another replica's update, which meanwhile stores the
+    # learner's earlier update and handles (marks) one more. Read in the lock's round trip, the waiting update's view
+    # of the learner's pending updates is what was committed when the lock came to it, not when it asked for it.
+    first, second = await Database.open(pg_url), await Database.open(pg_url)
+    lease = T0 + dt.timedelta(minutes=1)
+    try:
+        await first.accept_updates(
+            [(11, "{}"), (12, "{}")], T0, owner="a", lease_until=lease, learners={11: USER, 12: USER}
+        )
+        await second.accept_updates([(20, "{}")], T0, owner="b", lease_until=lease, learners={20: USER})
+        await first.accept_updates([(30, "{}")], T0, owner="a", lease_until=lease, learners={30: OTHER})
+        holding = asyncio.Event()
+
+        async def holder() -> None:
+            async with first.learner_lock(USER):
+                holding.set()
+                await asyncio.sleep(0.3)
+                await first.accept_updates([(15, "{}")], T0, owner="a", lease_until=lease, learners={15: USER})
+                await first.updates_handled([11], T0, owner="a")
+
+        async def waiter() -> object:
+            await holding.wait()
+            async with second.learner_lock(USER, 20) as pending:
+                return pending
+
+        _, pending = await asyncio.gather(holder(), waiter())
+        assert pending == [(12, "a", lease), (15, "a", lease), (20, "b", lease)]
+        assert pending == await second.earlier_pending(USER, 20)
+        async with second.learner_lock(USER) as nothing_read:
+            assert nothing_read is None
+    finally:
+        await first.close()
+        await second.close()
+
+
 async def test_the_lock_of_a_process_that_died_is_let_go(pg_cluster, pg_url):
     # A replica killed while it holds a learner's lock: its session ends, the lock goes with it.
     # psql takes the lock, then waits for more input: its session idles in the transaction, as a replica's does

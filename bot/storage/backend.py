@@ -118,9 +118,12 @@ class Backend(Protocol):
         """Return the names of the storage's tables, in creation order."""
         ...
 
-    def learner_lock(self, key: int) -> AbstractAsyncContextManager[None]:
+    def learner_lock(
+        self, key: int, read: tuple[str, tuple[int, ...]] | None = None
+    ) -> AbstractAsyncContextManager[list[Row] | None]:
         """Hold a learner's lock across processes for a block (one update's handling); nothing on SQLite, whose one
-        process orders a learner's updates itself (bot.updates.PerLearnerOrder)."""
+        process orders a learner's updates itself (bot.updates.PerLearnerOrder). With ``read`` (a query and its
+        integer values), yield its rows, read once the lock is held (None without)."""
         ...
 
     async def close(self) -> None: ...

@@ -135,11 +135,6 @@ class Engine:
         """Return the number of the last migration applied."""
         return await self.backend.schema_version()
 
-    def learner_lock(self, user_id: int) -> AbstractAsyncContextManager[None]:
-        """Hold the learner's lock across processes while one update of theirs is handled (PostgreSQL's advisory
-        lock; nothing on SQLite, where bot.updates.PerLearnerOrder's in-process lock is the only one needed)."""
-        return self.backend.learner_lock(user_id)
-
     async def check_writable(self) -> None:
         """Take a write transaction and commit it (it changes nothing): raises if the database cannot be written."""
         await self.backend.check_writable()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import TypeAlias
 
-from bot.storage.backend import PURGE_LOCK, SyncConnection
+from bot.storage.backend import PURGE_LOCK, Row, SyncConnection
 from bot.storage.engine import Engine, timestamp
 
 MARK_HANDLED = (
@@ -19,6 +21,20 @@ RENEW_CLAIMS_SKIP_LOCKED = (
     "UPDATE inbox SET lease_until = ? WHERE update_id IN"
     " (SELECT update_id FROM inbox WHERE owner = ? AND state = 'pending' FOR UPDATE SKIP LOCKED)"
 )
+
+
+# A learner's pending updates older than one, then that one if it is pending (earlier_pending).
+EARLIER_PENDING = (
+    "SELECT update_id, owner, lease_until FROM inbox WHERE state = 'pending'"
+    " AND (user_id = ? AND update_id < ? OR update_id = ?) ORDER BY update_id"
+)
+
+# (update id, owner, lease until) of a pending update.
+Pending: TypeAlias = tuple[int, str | None, dt.datetime | None]
+
+
+def _pending(rows: Sequence[Row]) -> list[Pending]:
+    return [(row[0], row[1], dt.datetime.fromisoformat(row[2]) if row[2] is not None else None) for row in rows]
 
 
 class InboxQueries(Engine):
@@ -104,15 +120,22 @@ class InboxQueries(Engine):
             )
         return pending, abandoned
 
-    async def earlier_pending(self, user_id: int, update_id: int) -> list[tuple[int, str | None, dt.datetime | None]]:
+    async def earlier_pending(self, user_id: int, update_id: int) -> list[Pending]:
         """Return (id, owner, lease until) of the learner's pending updates older than ``update_id``, in order, then
         that of ``update_id`` itself if it is pending (whoever holds it)."""
-        rows = await self._all(
-            "SELECT update_id, owner, lease_until FROM inbox WHERE state = 'pending'"
-            " AND (user_id = ? AND update_id < ? OR update_id = ?) ORDER BY update_id",
-            (user_id, update_id, update_id),
-        )
-        return [(row[0], row[1], dt.datetime.fromisoformat(row[2]) if row[2] is not None else None) for row in rows]
+        return _pending(await self._all(EARLIER_PENDING, (user_id, update_id, update_id)))
+
+    @asynccontextmanager
+    async def learner_lock(self, user_id: int, update_id: int | None = None) -> AsyncIterator[list[Pending] | None]:
+        """Hold the learner's lock across processes while one update of theirs is handled (PostgreSQL's advisory
+        lock; nothing on SQLite, where bot.updates.PerLearnerOrder's in-process lock is the only one needed).
+
+        With ``update_id``, yield what ``earlier_pending`` returns for it, read once the lock is held (on PostgreSQL
+        in the lock's own round trip); None without.
+        """
+        read = (EARLIER_PENDING, (user_id, update_id, update_id)) if update_id is not None else None
+        async with self.backend.learner_lock(user_id, read) as rows:
+            yield _pending(rows) if rows is not None else None
 
     async def take_over_update(
         self, update_id: int, owner: str, now: dt.datetime, lease_until: dt.datetime
@@ -166,6 +189,11 @@ class InboxQueries(Engine):
         """
         mark = MARK_HANDLED if owner is None else MARK_HANDLED + " AND owner = ?"
         held = (owner,) if owner is not None else ()
+        if len(update_ids) == 1:
+            # The usual batch: one statement in autocommit, one round trip (a transaction's BEGIN and COMMIT are two
+            # more, on the event loop's thread and the server's). A mark run again leaves the same row.
+            await self._write_one(mark, (timestamp(now), update_ids[0], *held))
+            return
         async with self._write() as conn:
             await conn.executemany(
                 mark,

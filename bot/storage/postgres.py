@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
 import psycopg
+from psycopg import sql
 from psycopg.rows import BaseRowFactory, RowMaker
 from psycopg.types.string import TextLoader
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
@@ -68,6 +69,8 @@ POOL_RECONNECT_S = 2.0
 # (cannot_connect_now: starting up, shutting down); class 08 is the connection exceptions. libpq's own failures (the
 # socket closed, connection refused, "the connection is lost") carry no SQLSTATE at all.
 LOST_STATES = frozenset({"57P01", "57P02", "57P03"})
+# A learner's lock: a transaction of its own holds it (BEGIN in the same simple query: see _lock_connection).
+LOCK = "BEGIN; SELECT pg_advisory_xact_lock(%s)"
 # The schema version, as SQLite keeps it in PRAGMA user_version.
 VERSION_TABLE = "coursebot_schema"
 
@@ -358,12 +361,15 @@ class PostgresBackend:
         return cls(pool, locks, url)
 
     @asynccontextmanager
-    async def learner_lock(self, key: int) -> AsyncIterator[None]:
+    async def learner_lock(
+        self, key: int, read: tuple[str, tuple[int, ...]] | None = None
+    ) -> AsyncIterator[list[Row] | None]:
         """Hold ``pg_advisory_xact_lock(key)`` on a connection of its own for the block: a learner's updates at other
-        replicas wait for it. The lock goes with the transaction, so a replica that dies lets it go."""
-        async with self._lock_connection(key) as conn:
+        replicas wait for it. The lock goes with the transaction, so a replica that dies lets it go. ``read`` is run
+        on that connection once the lock is held, in the same round trip; its rows are yielded (None without)."""
+        async with self._lock_connection(key, read) as (conn, rows):
             try:
-                yield
+                yield rows
             finally:
                 try:
                     await conn.execute("COMMIT")
@@ -375,23 +381,36 @@ class PostgresBackend:
                     log.warning("the lock of learner %s ended before its update did: %s", key, _reason(exc))
 
     @asynccontextmanager
-    async def _lock_connection(self, key: int) -> AsyncIterator[psycopg.AsyncConnection[PgRow]]:
-        """Take the learner's lock on a connection of the locks' pool; a lost connection (BEGIN or the lock failed
-        on it) is replaced by another, as ``Attempts`` allows."""
+    async def _lock_connection(
+        self, key: int, read: tuple[str, tuple[int, ...]] | None
+    ) -> AsyncIterator[tuple[psycopg.AsyncConnection[PgRow], list[Row] | None]]:
+        """Take the learner's lock on a connection of the locks' pool, and run ``read`` after it; a lost connection
+        (BEGIN, the lock or the read failed on it) is replaced by another, as ``Attempts`` allows."""
+        # BEGIN, the lock and the read go as one simple query: one round trip where each would take one. Several
+        # statements in one message need the simple query protocol, which takes no parameters, so psycopg binds the
+        # values (integers: a user id, update ids) on this side (a client-side binding cursor). Each statement has a
+        # snapshot of its own (READ COMMITTED), taken as it starts: the read sees whatever committed before the lock
+        # was granted, as a query sent after it would.
+        query = sql.SQL("; ").join([sql.SQL(LOCK), sql.SQL(pyformat(read[0]))]) if read is not None else sql.SQL(LOCK)
+        values = (key, *read[1]) if read is not None else (key,)
 
-        async def take(timeout: float | None) -> psycopg.AsyncConnection[PgRow]:
+        async def take(timeout: float | None) -> tuple[psycopg.AsyncConnection[PgRow], list[Row] | None]:
             conn = await self._locks.getconn(timeout)
             try:
-                await conn.execute("BEGIN")
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+                async with psycopg.AsyncClientCursor(conn) as cursor:
+                    await cursor.execute(query, values)
+                    if read is None:
+                        return conn, None
+                    cursor.nextset()  # the lock's
+                    cursor.nextset()  # the read's
+                    return conn, list(await cursor.fetchall())
             except BaseException:
                 await self._locks.putconn(conn)
                 raise
-            return conn
 
-        conn = await self._retrying(self._locks, f"the lock of learner {key}", take)
+        conn, rows = await self._retrying(self._locks, f"the lock of learner {key}", take)
         try:
-            yield conn
+            yield conn, rows
         finally:
             await self._locks.putconn(conn)
 

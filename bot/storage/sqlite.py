@@ -139,9 +139,15 @@ class SqliteBackend:
         return [row["name"] for row in rows if not row["name"].startswith("sqlite_")]
 
     @asynccontextmanager
-    async def learner_lock(self, key: int) -> AsyncIterator[None]:
+    async def learner_lock(
+        self, key: int, read: tuple[str, tuple[int, ...]] | None = None
+    ) -> AsyncIterator[list[Row] | None]:
         """One process owns the file: its in-process lock per learner (bot.updates.PerLearnerOrder) is the lock."""
-        yield
+        if read is None:
+            yield None
+            return
+        sql, params = read
+        yield await self.all(sql, params)
 
     async def close(self) -> None:
         if self._closed:
