@@ -229,11 +229,8 @@ class Inbox:
                 log.warning("taking over %d updates whose owner's lease ran out", len(pending))
         under_way: list[int] = []
         for update_id, replays, payload in pending:
-            try:
-                update = Update.de_json(json.loads(payload), bot)
-            except (ValueError, TypeError, KeyError) as exc:
-                # Stored by another version of PTB, say, with a field this one requires: never readable, so given up.
-                log.error("update %s was given up: it cannot be read back (%s)", update_id, exc)
+            update = _read_update(update_id, payload, bot)
+            if update is None:
                 await self._db.give_up_update(update_id, now)
                 continue
             suspect = replays > 1
@@ -390,17 +387,16 @@ class Inbox:
         update_id = UPDATE_ID.get()
         if not self._shared or update_id is None or update_id not in self._work:
             return
-        if update_id in self._lost:
-            raise ClaimLost(f"update {update_id} was taken over by another process; its reply is left to that one")
-        if not self._may_have_lapsed(self._clock()):
-            return
-        try:
-            held = await self._db.claims_held([update_id], self.owner)
-        except (sqlite3.Error, StorageError):
-            return  # cannot tell; nobody takes an update over without the database either
-        if update_id not in held:
+        if update_id not in self._lost:
+            if not self._may_have_lapsed(self._clock()):
+                return
+            try:
+                if update_id in await self._db.claims_held([update_id], self.owner):
+                    return
+            except (sqlite3.Error, StorageError):
+                return  # cannot tell; nobody takes an update over without the database either
             self._lost.add(update_id)
-            raise ClaimLost(f"update {update_id} was taken over by another process; its reply is left to that one")
+        raise ClaimLost(f"update {update_id} was taken over by another process; its reply is left to that one")
 
     def handled_again(self, update: object) -> bool:
         """Whether ``update`` is being handled again (replayed, or taken over): it may have stored its replies."""
